@@ -1,0 +1,100 @@
+"""Fivetran metadata kept inside the Delta table itself, as the table property `fivetran.schema`.
+
+Spark types cannot tell STRING from JSON/XML/NAIVE_TIME, nor hold string_byte_length
+or primary keys, so CreateTable/AlterTable write them here and DescribeTable reads
+them back. Other engines see them as ordinary table properties.
+
+Reading: Sail's catalog does not load table properties from the Delta log
+(`SHOW TBLPROPERTIES` is not parsed, DESCRIBE shows only what this session set),
+so the portable way is to read the log's metaData actions through Spark
+(`spark.read.json` over `_delta_log/*.json`, plus any checkpoint Parquet). Each
+write of the property carries a generation number; the highest one wins, so the
+order of log files does not matter.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional
+
+from ..model import Column, FivetranType, TableSchema
+from ..names import quote_string
+
+PROPERTY = "fivetran.schema"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class StoredMetadata:
+    generation: int
+    columns: tuple[Column, ...]
+
+
+def encode(schema: TableSchema, generation: int) -> str:
+    cols = []
+    for c in schema.columns:
+        d = {"name": c.name, "type": FivetranType(c.type).name, "pk": bool(c.primary_key)}
+        if c.type == FivetranType.DECIMAL:
+            p, s = c.decimal_params()
+            d["precision"], d["scale"] = p, s
+        if c.string_byte_length is not None:
+            d["string_byte_length"] = int(c.string_byte_length)
+        cols.append(d)
+    return json.dumps({"version": FORMAT_VERSION, "generation": generation, "columns": cols}, separators=(",", ":"))
+
+
+def decode(text: str) -> Optional[StoredMetadata]:
+    try:
+        d = json.loads(text)
+        cols = tuple(
+            Column(
+                name=c["name"],
+                type=FivetranType[c["type"]],
+                primary_key=bool(c.get("pk")),
+                precision=c.get("precision"),
+                scale=c.get("scale"),
+                string_byte_length=c.get("string_byte_length"),
+            )
+            for c in d["columns"]
+        )
+        return StoredMetadata(int(d["generation"]), cols)
+    except (ValueError, KeyError, TypeError):
+        return None  # unreadable metadata: fall back to Spark types
+
+
+def tblproperties_clause(schema: TableSchema, generation: int) -> str:
+    return f"TBLPROPERTIES ({quote_string(PROPERTY)} = {quote_string(encode(schema, generation))})"
+
+
+def read_latest(spark, location: str) -> Optional[StoredMetadata]:
+    """The metadata with the highest generation found in the table's Delta log."""
+    from pyspark.sql import functions as F
+
+    log_dir = location.rstrip("/") + "/_delta_log"
+    texts: list[str] = []
+    json_df = spark.read.schema("metaData STRUCT<configuration: MAP<STRING,STRING>>").json(log_dir + "/*.json")
+    texts += [
+        r[0]
+        for r in json_df.where("metaData IS NOT NULL")
+        .select(F.col("metaData.configuration").getItem(PROPERTY))
+        .collect()
+        if r[0]
+    ]
+    try:  # checkpoints exist once another engine cleaned up old JSON commits
+        ck = spark.read.parquet(log_dir + "/*.checkpoint*.parquet")
+        if "metaData" in ck.columns:
+            texts += [
+                r[0]
+                for r in ck.where("metaData IS NOT NULL")
+                .select(F.col("metaData.configuration").getItem(PROPERTY))
+                .collect()
+                if r[0]
+            ]
+    except Exception:
+        pass
+    best: Optional[StoredMetadata] = None
+    for t in texts:
+        m = decode(t)
+        if m and (best is None or m.generation > best.generation):
+            best = m
+    return best
