@@ -30,7 +30,7 @@ def free_port() -> int:
 class RunningServer:
     """A destination server subprocess, as Fivetran would launch it."""
 
-    def __init__(self, warehouse: Path, log_path: Path, extra_args=()):
+    def __init__(self, warehouse: Path, log_path: Path, extra_args=(), env=None):
         self.port = free_port()
         self.warehouse = warehouse
         self.log_path = log_path
@@ -40,6 +40,7 @@ class RunningServer:
             cwd=ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
         )
         self.channel = grpc.insecure_channel(
             f"127.0.0.1:{self.port}",

@@ -34,7 +34,7 @@ OP_UPSERT, OP_UPDATE, OP_DELETE = 0, 1, 2
 # Spark Connect refuses messages over 128 MiB and Sail does not implement the
 # chunked cached-relation upload Apache Spark uses for big local data; above
 # this size the source is appended to a staging Delta table in chunks instead.
-LOCAL_RELATION_LIMIT = 64 * 1024 * 1024
+LOCAL_RELATION_LIMIT = int(os.environ.get("FIVETRAN_DELTA_LOCAL_RELATION_LIMIT", 64 * 1024 * 1024))
 STAGING_DIR = "_fivetran_staging"
 
 
