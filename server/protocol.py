@@ -16,6 +16,7 @@ from ._proto import common_pb2, destination_sdk_pb2 as pb, destination_sdk_pb2_g
 from .batch_reader import Compression, Encryption, FileFormat, FileParams
 from .config import Settings
 from .engine.batch_merge import BatchMerger, BatchRequest
+from .engine.history_merge import HistoryMerger, HistoryRequest
 from .engine.tables import TableEngine
 from .errors import CustomerActionRequired, DestinationError, InvalidRequest
 from .model import Column, FivetranType, TableSchema
@@ -106,6 +107,7 @@ class DestinationServicer(destination_sdk_pb2_grpc.DestinationConnectorServicer)
         self.settings = settings
         self.tables = tables
         self.merger = BatchMerger(tables)
+        self.history = HistoryMerger(tables)
         self.file_format = file_format
 
     def _settings(self, request) -> Settings:
@@ -184,9 +186,19 @@ class DestinationServicer(destination_sdk_pb2_grpc.DestinationConnectorServicer)
 
     @rpc(pb.WriteBatchResponse)
     def WriteHistoryBatch(self, request, context):
-        raise CustomerActionRequired(
-            "History mode is not supported by this destination version yet; disable history mode for this connector."
+        table = table_from_proto(request.table)
+        req = HistoryRequest(
+            schema=request.schema_name,
+            table=table.name,
+            earliest_start_files=list(request.earliest_start_files),
+            replace_files=list(request.replace_files),
+            update_files=list(request.update_files),
+            delete_files=list(request.delete_files),
+            keys=dict(request.keys),
+            params=file_params_from_proto(request.file_params, self.file_format),
         )
+        self.history.write_history_batch(self._settings(request), req)
+        return pb.WriteBatchResponse(success=True)
 
     @rpc(pb.MigrateResponse)
     def Migrate(self, request, context):

@@ -94,36 +94,40 @@ def _check_keys(data: BatchData, keys: list[str], path: str) -> None:
             raise ValueConversionError(f"file {name}: key column {k!r} row {row}: NULL or unmodified key")
 
 
+def file_arrays(data: BatchData, table: TableSchema, is_delete: bool):
+    """Per table column: the typed values and the keep-stored-value flag (array, True, or None)."""
+    arrays, flags = [], []
+    n = data.num_rows
+    for c in table.columns:
+        typ = arrow_type(c)
+        if c.name in data.values.column_names:
+            arrays.append(data.values.column(c.name).cast(typ))
+            if data.unmodified is not None and c.name in data.unmodified.column_names:
+                flags.append(pc.fill_null(data.unmodified.column(c.name), False))
+            else:
+                flags.append(None)
+        else:
+            # Column absent from the file: keep the stored value (NULL on insert).
+            arrays.append(pa.nulls(n, typ))
+            flags.append(True)
+        if is_delete:
+            flags[-1] = None  # irrelevant: deleted rows are not updated
+    return arrays, flags
+
+
 def _stack(parts, table: TableSchema, keys: list[str]) -> pa.Table:
     cols = table.columns
     key_set = set(keys)
     needs_flag = [False] * len(cols)
     pieces = []
     for op, data, _ in parts:
-        n = data.num_rows
-        arrays, flags = [], []
-        for i, c in enumerate(cols):
-            typ = arrow_type(c)
-            if c.name in data.values.column_names:
-                arrays.append(data.values.column(c.name).cast(typ))
-                if data.unmodified is not None and c.name in data.unmodified.column_names:
-                    f = data.unmodified.column(c.name)
-                    f = pc.fill_null(f, False)
-                    flags.append(f)
-                else:
-                    flags.append(None)
-            else:
-                # Column absent from the file: keep the stored value (NULL on insert).
-                arrays.append(pa.nulls(n, typ))
-                flags.append(True)
-            if op == OP_DELETE:
-                flags[-1] = None  # irrelevant: deleted rows are not updated
+        arrays, flags = file_arrays(data, table, is_delete=(op == OP_DELETE))
         for i, f in enumerate(flags):
             if cols[i].name in key_set:
                 continue
             if f is True or (f is not None and pc.any(f).as_py()):
                 needs_flag[i] = True
-        pieces.append((op, n, arrays, flags))
+        pieces.append((op, data.num_rows, arrays, flags))
     out = []
     for op, n, arrays, flags in pieces:
         names, values = ["op"], [pa.array(np.full(n, op, dtype=np.int8))]
@@ -217,35 +221,43 @@ class BatchMerger:
         return BatchResult(source.num_rows, counts[OP_UPSERT], counts[OP_UPDATE], counts[OP_DELETE], took)
 
     def _merge(self, spark, settings: Settings, ref: TableRef, ident: str, table: TableSchema, source: pa.Table) -> None:
-        sql_view = f"fivetran_src_{uuid.uuid4().hex}"
-        staging: Optional[str] = None
-        try:
-            if source.nbytes <= LOCAL_RELATION_LIMIT:
-                df = spark.createDataFrame(source)
-            else:
-                staging = self._stage(spark, settings, source)
-                df = spark.read.format("delta").load(staging)
-            df.createOrReplaceTempView(sql_view)
-            sql = merge_sql(ident, sql_view, table, source)
-            if sql:
-                run_engine(f"merge into {ref.display}", lambda: spark.sql(sql).collect())
-        finally:
-            try:
-                spark.catalog.dropTempView(sql_view)
-            except Exception:
-                pass
-            if staging:
-                _remove_staging(staging)
+        sql = merge_sql(ident, "{view}", table, source)
+        if sql:
+            run_merge(spark, settings, ref, source, sql)
 
-    def _stage(self, spark, settings: Settings, source: pa.Table) -> str:
-        """Append the source in chunks under 128 MiB to a private staging Delta table."""
-        base = settings.warehouse.rstrip("/") + "/" + STAGING_DIR if is_url(settings.warehouse) else os.path.join(settings.warehouse, STAGING_DIR)
-        path = (base + "/" + uuid.uuid4().hex) if is_url(base) else os.path.join(base, uuid.uuid4().hex)
-        rows_per_chunk = max(1, int(source.num_rows * LOCAL_RELATION_LIMIT / max(source.nbytes, 1)))
-        for offset in range(0, source.num_rows, rows_per_chunk):
-            chunk = source.slice(offset, rows_per_chunk)
-            run_engine("stage batch chunk", lambda: spark.createDataFrame(chunk).write.format("delta").mode("append").save(path))
-        return path
+
+def run_merge(spark, settings: Settings, ref: TableRef, source: pa.Table, sql_template: str) -> None:
+    """Ship `source` to the engine and run the MERGE (`{view}` in the template names it)."""
+    view = f"fivetran_src_{uuid.uuid4().hex}"
+    staging: Optional[str] = None
+    try:
+        if source.nbytes <= LOCAL_RELATION_LIMIT:
+            df = spark.createDataFrame(source)
+        else:
+            staging = _stage(spark, settings, source)
+            df = spark.read.format("delta").load(staging)
+        df.createOrReplaceTempView(view)
+        sql = sql_template.replace("{view}", view)
+        run_engine(f"merge into {ref.display}", lambda: spark.sql(sql).collect())
+    finally:
+        try:
+            spark.catalog.dropTempView(view)
+        except Exception:
+            pass
+        if staging:
+            _remove_staging(staging)
+
+
+def _stage(spark, settings: Settings, source: pa.Table) -> str:
+    """Append the source in chunks under the message limit to a private staging Delta table."""
+    wh = settings.warehouse
+    name = uuid.uuid4().hex
+    path = f"{wh.rstrip('/')}/{STAGING_DIR}/{name}" if is_url(wh) else os.path.join(wh, STAGING_DIR, name)
+    rows_per_chunk = max(1, int(source.num_rows * LOCAL_RELATION_LIMIT / max(source.nbytes, 1)))
+    for offset in range(0, source.num_rows, rows_per_chunk):
+        chunk = source.slice(offset, rows_per_chunk)
+        run_engine("stage batch chunk", lambda: spark.createDataFrame(chunk).write.format("delta").mode("append").save(path))
+    return path
 
 
 def _remove_staging(path: str) -> None:
