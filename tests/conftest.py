@@ -101,6 +101,8 @@ def stub(server):
 @pytest.fixture
 def unique_schema(request):
     """A schema name unique to the test, so tests sharing the server do not collide."""
-    name = request.node.name.lower()
-    safe = "".join(ch if ch.isalnum() else "_" for ch in name)[:60]
-    return f"t_{safe}_{os.getpid()}"
+    import hashlib
+
+    name = request.node.nodeid
+    safe = "".join(ch if ch.isalnum() else "_" for ch in request.node.name.lower())[:40]
+    return f"t_{safe}_{hashlib.sha1(name.encode()).hexdigest()[:8]}_{os.getpid()}"

@@ -124,3 +124,28 @@ def test_history_batch_on_live_table_is_refused(stub, unique_schema, tmp_path):
     stub.CreateTable(pb.CreateTableRequest(schema_name=unique_schema, table=live))
     req = pb.WriteHistoryBatchRequest(schema_name=unique_schema, table=live)
     expect_error(lambda: stub.WriteHistoryBatch(req), grpc.StatusCode.INVALID_ARGUMENT)
+
+
+def test_alter_history_table(stub, server, hist, tmp_path):
+    assert stub.WriteHistoryBatch(history_request(hist, tmp_path, replace=[version(1, t(1), name="a", amount=1.5)])).success
+    cols = [c for c in H.columns if c.name != "name"]
+    altered = table("hist", *cols[:2], col("note", "STRING"), *cols[2:])
+    altered.columns[0].type = 4  # id INT -> LONG (a primary-key column)
+    r = stub.AlterTable(pb.AlterTableRequest(schema_name=hist, table=altered, drop_columns=False))
+    assert r.success
+    from rpc_helpers import columns_of, describe
+    got = columns_of(describe(stub, hist, "hist"))
+    assert got["id"] == ("LONG", True, None) and got["_fivetran_start"] == ("UTC_DATETIME", True, None)
+    assert "name" in got and got["name"][1] is False and "note" in got
+    # history writes still work on the altered table
+    assert stub.WriteHistoryBatch(history_request(hist, tmp_path, earliest=[{"id": 1, "_fivetran_start": t(2)}],
+                                                  replace=[version(1, t(2), name="b", amount=2.5)])).success
+    rows = sorted((r["id"], r["_fivetran_start"], r["_fivetran_active"], r["name"]) for r in
+                  read_delta_table(f"{server.warehouse}/{hist}/hist").to_pylist())
+    assert rows == [(1, t(1), False, "a"), (1, t(2), True, "b")]
+    # drop_columns=true drops the columns absent from the request; history columns stay
+    r = stub.AlterTable(pb.AlterTableRequest(schema_name=hist, table=altered, drop_columns=True))
+    assert r.success
+    got = columns_of(describe(stub, hist, "hist"))
+    assert "name" not in got and {"_fivetran_start", "_fivetran_end", "_fivetran_active"} <= set(got)
+    assert len(read_delta_table(f"{server.warehouse}/{hist}/hist")) == 2

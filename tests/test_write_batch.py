@@ -280,3 +280,48 @@ def test_batch_over_local_relation_limit_goes_through_staging(tmp_path):
         assert not os.path.exists(tmp_path / "wh" / "_fivetran_staging") or not os.listdir(tmp_path / "wh" / "_fivetran_staging")
     finally:
         srv.stop()
+
+
+@pytest.mark.slow
+def test_batch_larger_than_spark_connect_message_limit(stub, server, unique_schema, tmp_path):
+    """A real batch whose Arrow data exceeds the 128 MiB Spark Connect message limit."""
+    t = table("big", col("id", "LONG", pk=True), *[col(f"s{i}", "STRING") for i in range(6)],
+              col("_fivetran_synced", "UTC_DATETIME"), col("_fivetran_deleted", "BOOLEAN"))
+    create(stub, unique_schema, t)
+    n = 600_000
+    filler = "x" * 40
+    rows = ({"id": i, **{f"s{j}": f"{filler}{i}-{j}" for j in range(6)}, "_fivetran_synced": T0, "_fivetran_deleted": False}
+            for i in range(n))
+    files = [batch_file(tmp_path, t, list(rows))]
+    v0 = delta_version(path_of(server, unique_schema, "big"))
+    assert stub.WriteBatch(write_request(unique_schema, t, replace=files), timeout=900).success
+    assert delta_version(path_of(server, unique_schema, "big")) == v0 + 1
+    got = read_delta_table(path_of(server, unique_schema, "big"))
+    assert got.num_rows == n and got.nbytes > 128 * 1024 * 1024
+
+
+def test_write_after_alter_uses_the_new_schema(stub, server, unique_schema, tmp_path):
+    """Regression: the engine's catalog entry kept the pre-alter DECIMAL scale and cut values to it."""
+    t = table("alt", col("id", "INT", pk=True), col("d", "DECIMAL", precision=38, scale=10), col("_fivetran_synced", "UTC_DATETIME"))
+    create(stub, unique_schema, t)
+    stub.WriteBatch(write_request(unique_schema, t, replace=[batch_file(tmp_path, t, [{"id": 1, "d": Decimal("1.5"), "_fivetran_synced": T0}])]))
+    t2 = table("alt", col("id", "INT", pk=True), col("d", "DECIMAL", precision=38, scale=15), col("_fivetran_synced", "UTC_DATETIME"), col("c", "STRING"))
+    assert stub.AlterTable(pb.AlterTableRequest(schema_name=unique_schema, table=t2)).success
+    rows = [{"id": 2, "d": Decimal("12345.123456789012345"), "c": "new", "_fivetran_synced": T0}]
+    assert stub.WriteBatch(write_request(unique_schema, t2, replace=[batch_file(tmp_path, t2, rows)])).success
+    got = rows_of(server, unique_schema, "alt")
+    assert got[2]["d"] == Decimal("12345.123456789012345") and got[2]["c"] == "new"
+    assert got[1]["d"] == Decimal("1.5") and got[1]["c"] is None
+
+
+def test_decimal_precision_survives_rewrites(stub, server, unique_schema, tmp_path):
+    """Regression: Sail read DECIMAL values from file statistics as doubles, and a MERGE stored that."""
+    t = table("dec", col("id", "INT", pk=True), col("d", "DECIMAL", precision=38, scale=15), col("e", "DECIMAL", precision=38, scale=37),
+              col("v", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
+    create(stub, unique_schema, t)
+    d, e = Decimal("11111.123456789012345"), Decimal("1.1234567890123456789012345678901234567")
+    stub.WriteBatch(write_request(unique_schema, t, replace=[batch_file(tmp_path, t, [{"id": 1, "d": d, "e": e, "v": "a", "_fivetran_synced": T0}])]))
+    upd = batch_file(tmp_path, t, [{"id": 1, "v": "b", "_fivetran_synced": T0}], kind="update", columns=["id", "v", "_fivetran_synced"])
+    assert stub.WriteBatch(write_request(unique_schema, t, update=[upd])).success
+    got = rows_of(server, unique_schema, "dec")[1]
+    assert (got["d"], got["e"], got["v"]) == (d, e, "b")

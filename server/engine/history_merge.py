@@ -403,14 +403,14 @@ class _Actions:
             k = v_kid[idx]
             first = np.ones(idx.size, dtype=bool)
             first[1:] = k[1:] != k[:-1]
-            orphan = first & needs_fill[idx] & ~has_base[k]
+            orphan = first & is_update[idx] & ~has_base[k]
             if not orphan.any():
                 break
             keep[idx[orphan]] = False
         if not keep.all():
             sel = np.nonzero(keep)[0]
             v, v_kid, v_start, flags = v.take(pa.array(sel)), v_kid[sel], v_start[sel], flags[sel]
-            needs_fill = needs_fill[sel]
+            needs_fill, is_update = needs_fill[sel], is_update[sel]
         if v.num_rows == 0:
             return None, v_kid, v_start
         vt = v.select([f"c{i}" for i in range(ncols)])

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..model import Column, FivetranType, TableSchema
-from ..names import quote_string
+from ..names import quote_ident, quote_string
 
 PROPERTY = "fivetran.schema"
 FORMAT_VERSION = 1
@@ -62,8 +62,34 @@ def decode(text: str) -> Optional[StoredMetadata]:
         return None  # unreadable metadata: fall back to Spark types
 
 
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+NUM_INDEXED = "delta.dataSkippingNumIndexedCols"
+
+
+def stats_properties(schema: TableSchema) -> dict[str, str]:
+    """File statistics for every column but DECIMALs.
+
+    Sail 0.7.2 answers reads of a DECIMAL column from the file's JSON statistics when
+    they pin the value, parsed as a double: 11111.123456789012345 in DECIMAL(38,15)
+    read back as 11111.123456789013, and a MERGE that rewrote the file stored that.
+    Without statistics on DECIMAL columns the values are read from the data.
+    """
+    cols = [c.name for c in schema.columns if c.type != FivetranType.DECIMAL]
+    if not cols:
+        return {NUM_INDEXED: "0"}
+    return {STATS_COLUMNS: ",".join(quote_ident(c) for c in cols), NUM_INDEXED: "-1"}
+
+
+def table_properties(schema: TableSchema, generation: int) -> dict[str, str]:
+    return {PROPERTY: encode(schema, generation), **stats_properties(schema)}
+
+
+def properties_sql(props: dict[str, str]) -> str:
+    return ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in props.items())
+
+
 def tblproperties_clause(schema: TableSchema, generation: int) -> str:
-    return f"TBLPROPERTIES ({quote_string(PROPERTY)} = {quote_string(encode(schema, generation))})"
+    return f"TBLPROPERTIES ({properties_sql(table_properties(schema, generation))})"
 
 
 def read_latest(spark, location: str) -> Optional[StoredMetadata]:

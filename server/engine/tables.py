@@ -112,6 +112,12 @@ class TableEngine:
             self._registered.discard((id(spark), ref.ident))
         spark.sql(f"DROP TABLE IF EXISTS {ref.ident}").collect()  # external table: data stays
 
+    def schema_changed(self, spark, ref: TableRef) -> None:
+        """Sail's catalog entry keeps the schema it saw when registered, and MERGE casts to it
+        (a DECIMAL(38,15) value was cut to the registered scale 10): re-register after every
+        schema change."""
+        run_engine(f"refresh {ref.display}", lambda: self.unregister(spark, ref))
+
     def forget(self, ref: TableRef) -> None:
         self._meta_cache.pop(ref.location, None)
 
@@ -154,15 +160,20 @@ class TableEngine:
 
     def _set_metadata(self, spark, ref: TableRef, schema: TableSchema) -> None:
         gen = self._generation(spark, ref) + 1
-        ident = self.register(spark, ref)
-        value = table_metadata.encode(schema, gen)
-        run_engine(
-            f"set metadata of {ref.display}",
-            lambda: spark.sql(
-                f"ALTER TABLE {ident} SET TBLPROPERTIES ({quote_string(table_metadata.PROPERTY)} = {quote_string(value)})"
-            ).collect(),
-        )
+        self._set_properties(spark, ref, table_metadata.table_properties(schema, gen))
         self._meta_cache[ref.location] = table_metadata.StoredMetadata(gen, schema.columns)
+
+    def _set_properties(self, spark, ref: TableRef, props: dict) -> None:
+        ident = self.register(spark, ref)
+        sql = f"ALTER TABLE {ident} SET TBLPROPERTIES ({table_metadata.properties_sql(props)})"
+        run_engine(f"set properties of {ref.display}", lambda: spark.sql(sql).collect())
+
+    def prepare_stats_for(self, spark, ref: TableRef, current: TableSchema, target: TableSchema) -> None:
+        """Before data files are rewritten for `target`: no statistics on its DECIMAL columns
+        (see table_metadata.stats_properties); only columns that exist now are listed."""
+        have = set(current.column_names)
+        safe = TableSchema(target.name, tuple(c for c in target.columns if c.name in have))
+        self._set_properties(spark, ref, table_metadata.stats_properties(safe))
 
     # ---- create ----------------------------------------------------------------------------
     def create(self, settings: Settings, schema_name: str, schema: TableSchema) -> None:
@@ -249,12 +260,14 @@ class TableEngine:
             empty.write.format("delta").mode("append").option("mergeSchema", "true").save(ref.location)
 
         run_engine(f"add columns to {ref.display}", go)
+        self.schema_changed(spark, ref)
 
     def _rewrite(self, spark, ref: TableRef, current: TableSchema, target: TableSchema) -> None:
         """Type changes and drops: one overwrite commit with the new schema (no type widening on Sail)."""
         from pyspark.sql import functions as F
 
         cur = {c.name: c for c in current.columns}
+        self.prepare_stats_for(spark, ref, current, target)
 
         def go():
             base = spark.read.format("delta").load(ref.location)
@@ -269,6 +282,7 @@ class TableEngine:
             base.select(*cols).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
 
         run_engine(f"rewrite {ref.display}", go)
+        self.schema_changed(spark, ref)
 
     # ---- truncate --------------------------------------------------------------------------
     def truncate(
