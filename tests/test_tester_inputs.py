@@ -6,9 +6,10 @@ and random NULL/unmodified markers), into its own schema; the client compares
 DescribeTable with the expected schema and the Delta tables read back from disk
 with an independent reference model.
 
-For now history_mode tables are run as live tables (live_only=True) and the
-schema_migration steps are skipped (Migrate comes later), so the describe
-comparison expects the pre-migration schema.
+Every file runs twice: with history_mode tables in history mode (WriteHistoryBatch)
+and with every table as a live table. The schema_migration steps are skipped here
+(see test_migrations_* for Migrate), so the describe comparison expects the
+pre-migration schema.
 """
 from __future__ import annotations
 
@@ -48,12 +49,11 @@ def test_inputs_found():
     assert any(p.startswith("operations_on_nonexistent_records/") for p in INPUT_FILES)
 
 
+@pytest.mark.parametrize("live_only", [False, True], ids=["history", "live"])
 @pytest.mark.parametrize("rel", INPUT_FILES)
-def test_tester_input(server, unique_schema, rel):
-    # unique_schema cuts test names at 60 characters, which makes the truncate_then_*
-    # files collide: add a digest of the file's path.
+def test_tester_input(server, unique_schema, rel, live_only):
     schema = f"{unique_schema}_{hashlib.sha1(rel.encode()).hexdigest()[:8]}"
-    result = _run(server, schema, rel)
+    result = _run(server, schema, rel, live_only=live_only)
     _assert_ok(result, rel)
     if rel.startswith("schema_migrations_"):
         assert any("schema_migration skipped" in n for n in result.notes)
