@@ -321,6 +321,14 @@ def _write_parquet(path, header, rows, *, key, compression, null_string, unmodif
     rows = list(rows)
     arrays = []
     for i, c in enumerate(cols):
+        if any(r[i] is UNMODIFIED for r in rows) and not _parquet_type(c).equals(pa.string()):
+            # Fivetran's encoding of unmodified cells in typed Parquet columns is undocumented.
+            # This writer's convention (the reading the destination documents as safe): such a
+            # column is written as text, formatted as in CSV, with the unmodified marker.
+            vals = [None if (r[i] is NULL or r[i] is None) else unmodified_string if r[i] is UNMODIFIED
+                    else (r[i] if isinstance(r[i], str) else format_value(FT(c.type), r[i])) for r in rows]
+            arrays.append(pa.array(vals, pa.string()))
+            continue
         vals = [_parquet_value(c, r[i], null_string, unmodified_string) for r in rows]
         arrays.append(pa.array(vals, _parquet_type(c)))
     data = pa.Table.from_arrays(arrays, names=list(header))
