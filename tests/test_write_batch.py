@@ -325,3 +325,34 @@ def test_decimal_precision_survives_rewrites(stub, server, unique_schema, tmp_pa
     assert stub.WriteBatch(write_request(unique_schema, t, update=[upd])).success
     got = rows_of(server, unique_schema, "dec")[1]
     assert (got["d"], got["e"], got["v"]) == (d, e, "b")
+
+
+def _last_operation(path):
+    import glob
+    import json
+
+    last = sorted(glob.glob(f"{path}/_delta_log/*.json"))[-1]
+    for line in open(last):
+        obj = json.loads(line)
+        if "commitInfo" in obj:
+            return obj["commitInfo"]["operation"]
+
+
+def test_new_keys_are_appended_without_merge(stub, server, unique_schema, tmp_path):
+    t = table("fast", col("id", "INT", pk=True), col("v", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
+    create(stub, unique_schema, t)
+    p = path_of(server, unique_schema, "fast")
+    first = [{"id": i, "v": "a", "_fivetran_synced": T0} for i in range(10)]
+    stub.WriteBatch(write_request(unique_schema, t, replace=[batch_file(tmp_path, t, first)]))
+    assert _last_operation(p) != "MERGE"
+    # only new keys, plus an update and a delete of keys that do not exist: still an append
+    new = [{"id": i, "v": "b", "_fivetran_synced": T0} for i in range(10, 20)]
+    upd = batch_file(tmp_path, t, [{"id": 99, "v": "zz", "_fivetran_synced": T0}], kind="update")
+    dele = batch_file(tmp_path, t, [{"id": 98, "_fivetran_synced": T0}], kind="delete", columns=["id", "_fivetran_synced"])
+    stub.WriteBatch(write_request(unique_schema, t, replace=[batch_file(tmp_path, t, new)], update=[upd], delete=[dele]))
+    assert _last_operation(p) != "MERGE"
+    assert sorted(rows_of(server, unique_schema, "fast")) == list(range(20))
+    # an existing key makes it a MERGE
+    stub.WriteBatch(write_request(unique_schema, t, replace=[batch_file(tmp_path, t, [{"id": 5, "v": "c", "_fivetran_synced": T0}])]))
+    assert _last_operation(p) == "MERGE"
+    assert rows_of(server, unique_schema, "fast")[5]["v"] == "c"

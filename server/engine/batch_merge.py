@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
@@ -166,11 +167,7 @@ def merge_sql(ident: str, view: str, table: TableSchema, source: pa.Table) -> st
     ops = set(pc.unique(source.column("op")).to_pylist())
     has_upsert, has_update, has_delete = OP_UPSERT in ops, OP_UPDATE in ops, OP_DELETE in ops
 
-    def val(i, c):
-        expr = f"s.c{i}"
-        if spark_type(c) == "TIMESTAMP_NTZ":  # Arrow naive timestamps arrive as TIMESTAMP; exact in a UTC session
-            expr = f"CAST({expr} AS TIMESTAMP_NTZ)"
-        return expr
+    val = _value_expr
 
     sets = []
     for i, c in enumerate(table.columns):
@@ -221,13 +218,50 @@ class BatchMerger:
         return BatchResult(source.num_rows, counts[OP_UPSERT], counts[OP_UPDATE], counts[OP_DELETE], took)
 
     def _merge(self, spark, settings: Settings, ref: TableRef, ident: str, table: TableSchema, source: pa.Table) -> None:
-        sql = merge_sql(ident, "{view}", table, source)
-        if sql:
-            run_merge(spark, settings, ref, source, sql)
+        with shipped(spark, settings, source) as view:
+            if _no_stored_key_matches(spark, ref, ident, view, table):
+                # Fast path (initial syncs, new keys): nothing to update or delete, so a plain
+                # append of the upserts -- still one commit, no rewrite of existing files.
+                sql = insert_sql(ident, view, table, source)
+                action = "append to"
+            else:
+                sql = merge_sql(ident, view, table, source)
+                action = "merge into"
+            if sql:
+                run_engine(f"{action} {ref.display}", lambda: spark.sql(sql).collect())
 
 
-def run_merge(spark, settings: Settings, ref: TableRef, source: pa.Table, sql_template: str) -> None:
-    """Ship `source` to the engine and run the MERGE (`{view}` in the template names it)."""
+def _no_stored_key_matches(spark, ref: TableRef, ident: str, view: str, table: TableSchema) -> bool:
+    """True when no key of the batch is in the table: reads only the key columns."""
+    keys = table.merge_keys()
+    on = " AND ".join(f"t.{quote_ident(k)} = s.c{table.column_names.index(k)}" for k in keys)
+    sql = f"SELECT 1 FROM {ident} t JOIN {view} s ON {on} LIMIT 1"
+    return not run_engine(f"probe keys of {ref.display}", lambda: spark.sql(sql).collect())
+
+
+def _value_expr(i: int, c) -> str:
+    expr = f"s.c{i}"
+    if spark_type(c) == "TIMESTAMP_NTZ":  # Arrow naive timestamps arrive as TIMESTAMP; exact in a UTC session
+        expr = f"CAST({expr} AS TIMESTAMP_NTZ)"
+    return expr
+
+
+def insert_sql(ident: str, view: str, table: TableSchema, source: pa.Table) -> str:
+    if OP_UPSERT not in set(pc.unique(source.column("op")).to_pylist()):
+        return ""
+    cols = ", ".join(quote_ident(c.name) for c in table.columns)
+    vals = ", ".join(_value_expr(i, c) for i, c in enumerate(table.columns))
+    return f"INSERT INTO {ident} ({cols}) SELECT {vals} FROM {view} AS s WHERE s.op = {OP_UPSERT}"
+
+
+@contextmanager
+def shipped(spark, settings: Settings, source: pa.Table):
+    """Make `source` a temp view in the engine; yields the view name.
+
+    Under the Spark Connect message limit it travels as one local relation; above it, it
+    is appended in chunks to a private staging Delta table (Sail lacks chunked cached
+    relations), removed afterwards.
+    """
     view = f"fivetran_src_{uuid.uuid4().hex}"
     staging: Optional[str] = None
     try:
@@ -237,8 +271,7 @@ def run_merge(spark, settings: Settings, ref: TableRef, source: pa.Table, sql_te
             staging = _stage(spark, settings, source)
             df = spark.read.format("delta").load(staging)
         df.createOrReplaceTempView(view)
-        sql = sql_template.replace("{view}", view)
-        run_engine(f"merge into {ref.display}", lambda: spark.sql(sql).collect())
+        yield view
     finally:
         try:
             spark.catalog.dropTempView(view)
@@ -246,6 +279,13 @@ def run_merge(spark, settings: Settings, ref: TableRef, source: pa.Table, sql_te
             pass
         if staging:
             _remove_staging(staging)
+
+
+def run_merge(spark, settings: Settings, ref: TableRef, source: pa.Table, sql_template: str) -> None:
+    """Ship `source` to the engine and run the MERGE (`{view}` in the template names it)."""
+    with shipped(spark, settings, source) as view:
+        sql = sql_template.replace("{view}", view)
+        run_engine(f"merge into {ref.display}", lambda: spark.sql(sql).collect())
 
 
 def _stage(spark, settings: Settings, source: pa.Table) -> str:
