@@ -5,11 +5,16 @@ client is thread-safe; temp views get unique names per request).
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Optional
 
 from .. import log
 from ..errors import EngineUnavailable
+
+# The embedded engine must never spill query data (plaintext customer rows) to temporary
+# files: refuse spilling outright. Operators can override through the environment.
+EMBEDDED_ENV = {"SAIL_RUNTIME__TEMPORARY_FILES__MAX_SIZE": "0"}
 
 SESSION_CONF = {
     # Timestamps in SQL literals and results are UTC; Fivetran's UTC_DATETIME is UTC.
@@ -32,6 +37,8 @@ class SparkSessions:
             if self._embedded_url is None:
                 from pysail.spark import SparkConnectServer
 
+                for k, v in EMBEDDED_ENV.items():
+                    os.environ.setdefault(k, v)
                 srv = SparkConnectServer(ip="127.0.0.1", port=0)
                 srv.start(background=True)
                 host, port = srv.listening_address
