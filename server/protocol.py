@@ -17,6 +17,7 @@ from .batch_reader import Compression, Encryption, FileFormat, FileParams
 from .config import Settings
 from .engine.batch_merge import BatchMerger, BatchRequest
 from .engine.history_merge import HistoryMerger, HistoryRequest
+from .engine import migrations as mig
 from .engine.tables import TableEngine
 from .errors import CustomerActionRequired, DestinationError, InvalidRequest
 from .model import Column, FivetranType, TableSchema
@@ -108,6 +109,7 @@ class DestinationServicer(destination_sdk_pb2_grpc.DestinationConnectorServicer)
         self.tables = tables
         self.merger = BatchMerger(tables)
         self.history = HistoryMerger(tables)
+        self.migrator = mig.Migrator(tables)
         self.file_format = file_format
 
     def _settings(self, request) -> Settings:
@@ -202,4 +204,59 @@ class DestinationServicer(destination_sdk_pb2_grpc.DestinationConnectorServicer)
 
     @rpc(pb.MigrateResponse)
     def Migrate(self, request, context):
-        return pb.MigrateResponse(unsupported=True)
+        d = request.details
+
+        def dtype(v):
+            if v not in FivetranType._value2member_map_:
+                raise InvalidRequest(f"unknown data type {v}")
+            return FivetranType(v)
+
+        def entity(msg, kind):
+            which = msg.WhichOneof("entity")
+            if which is None:
+                raise InvalidRequest(f"the {kind} migration names no entity")
+            return which, getattr(msg, which)
+
+        which, op = d.WhichOneof("operation"), None
+        if which == "drop":
+            e, m = entity(d.drop, which)
+            if e == "drop_table":
+                if not m:
+                    raise InvalidRequest("drop_table is false: nothing to do")
+                op = mig.DropTable()
+            else:
+                op = mig.DropColumnInHistoryMode(m.column, m.operation_timestamp)
+        elif which == "copy":
+            e, m = entity(d.copy, which)
+            if e == "copy_table":
+                op = mig.CopyTable(m.from_table, m.to_table)
+            elif e == "copy_column":
+                op = mig.CopyColumn(m.from_column, m.to_column)
+            else:
+                op = mig.CopyTableToHistoryMode(m.from_table, m.to_table, m.soft_deleted_column or None)
+        elif which == "rename":
+            e, m = entity(d.rename, which)
+            op = mig.RenameTable(m.from_table, m.to_table) if e == "rename_table" else mig.RenameColumn(m.from_column, m.to_column)
+        elif which == "add":
+            e, m = entity(d.add, which)
+            if e == "add_column_with_default_value":
+                op = mig.AddColumnWithDefaultValue(m.column, dtype(m.column_type), m.default_value)
+            else:
+                op = mig.AddColumnInHistoryMode(m.column, dtype(m.column_type), m.default_value, m.operation_timestamp)
+        elif which == "update_column_value":
+            op = mig.UpdateColumnValue(d.update_column_value.column, d.update_column_value.value)
+        elif which == "table_sync_mode_migration":
+            m = d.table_sync_mode_migration
+            if m.type not in mig.SyncModeMigration._value2member_map_:
+                raise InvalidRequest(f"unknown table sync mode migration {m.type}")
+            op = mig.TableSyncModeMigration(
+                mig.SyncModeMigration(m.type),
+                m.soft_deleted_column if m.HasField("soft_deleted_column") else None,
+                m.keep_deleted_rows if m.HasField("keep_deleted_rows") else None,
+            )
+        else:
+            raise InvalidRequest("the migration request names no operation")
+        result = self.migrator.migrate(self._settings(request), mig.MigrationDetails(d.schema, d.table, op))
+        if result == mig.UNSUPPORTED:
+            return pb.MigrateResponse(unsupported=True)
+        return pb.MigrateResponse(success=True)
