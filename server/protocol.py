@@ -171,34 +171,26 @@ class DestinationServicer(destination_sdk_pb2_grpc.DestinationConnectorServicer)
         )
         return pb.TruncateResponse(success=True)
 
-    @rpc(pb.WriteBatchResponse)
-    def WriteBatch(self, request, context):
-        table = table_from_proto(request.table)
-        req = BatchRequest(
+    def _batch_fields(self, request) -> dict:
+        """Fields WriteBatch and WriteHistoryBatch requests share."""
+        return dict(
             schema=request.schema_name,
-            table=table.name,
+            table=table_from_proto(request.table).name,
             replace_files=list(request.replace_files),
             update_files=list(request.update_files),
             delete_files=list(request.delete_files),
             keys=dict(request.keys),
             params=file_params_from_proto(request.file_params, self.file_format),
         )
-        self.merger.write_batch(self._settings(request), req)
+
+    @rpc(pb.WriteBatchResponse)
+    def WriteBatch(self, request, context):
+        self.merger.write_batch(self._settings(request), BatchRequest(**self._batch_fields(request)))
         return pb.WriteBatchResponse(success=True)
 
     @rpc(pb.WriteBatchResponse)
     def WriteHistoryBatch(self, request, context):
-        table = table_from_proto(request.table)
-        req = HistoryRequest(
-            schema=request.schema_name,
-            table=table.name,
-            earliest_start_files=list(request.earliest_start_files),
-            replace_files=list(request.replace_files),
-            update_files=list(request.update_files),
-            delete_files=list(request.delete_files),
-            keys=dict(request.keys),
-            params=file_params_from_proto(request.file_params, self.file_format),
-        )
+        req = HistoryRequest(earliest_start_files=list(request.earliest_start_files), **self._batch_fields(request))
         self.history.write_history_batch(self._settings(request), req)
         return pb.WriteBatchResponse(success=True)
 

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from .. import log
 from ..batch_reader import BatchData, FileParams, read_batch_file
 from ..config import Settings, is_url
-from ..errors import MissingKey, SchemaMismatch, TableNotFound, ValueConversionError
+from ..errors import MissingKey, SchemaMismatch, ValueConversionError
 from ..model import TableSchema
 from ..names import quote_ident, quote_string
 from ..type_mapping import arrow_type, spark_type
@@ -200,9 +200,7 @@ class BatchMerger:
         ref = locate(settings, req.schema, req.table)
         spark = self.tables.spark(settings)
         with self.tables.locks.for_location(ref.location):
-            table = self.tables._describe(spark, ref)
-            if table is None:
-                raise TableNotFound(f"table {ref.display} does not exist")
+            table = self.tables.require(spark, ref)
             source, counts = read_sources(req, table)
             if source.num_rows == 0:
                 log.info(f"WriteBatch {ref.display}: no rows, nothing to commit")

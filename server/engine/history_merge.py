@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from .. import log
 from ..batch_reader import BatchData, read_batch_file
 from ..config import Settings
-from ..errors import SchemaMismatch, TableNotFound
+from ..errors import SchemaMismatch
 from ..model import ACTIVE, END, START, TableSchema
 from ..names import quote_ident
 from ..type_mapping import arrow_type
@@ -75,9 +75,7 @@ class HistoryMerger:
         ref = locate(settings, req.schema, req.table)
         spark = self.tables.spark(settings)
         with self.tables.locks.for_location(ref.location):
-            table = self.tables._describe(spark, ref)
-            if table is None:
-                raise TableNotFound(f"table {ref.display} does not exist")
+            table = self.tables.require(spark, ref)
             for c in (START, END, ACTIVE):
                 if not table.has(c):
                     raise SchemaMismatch(f"table {ref.display} is not a history-mode table: column {c} is missing")

@@ -295,14 +295,8 @@ class Migrator:
                 stack.enter_context(self.tables.locks.for_location(location))
             yield
 
-    def _current(self, spark, ref: TableRef) -> TableSchema:
-        cur = self.tables._describe(spark, ref)
-        if cur is None:
-            raise TableNotFound(f"table {ref.display} does not exist")
-        return cur
-
     def _unregister(self, spark, ref: TableRef) -> None:
-        run_engine(f"unregister {ref.display}", lambda: self.tables.unregister(spark, ref))
+        self.tables.schema_changed(spark, ref)
         self.tables.forget(ref)
 
     def _tidy_metadata(self, spark, ref: TableRef, cur: TableSchema) -> None:
@@ -426,7 +420,7 @@ class Migrator:
             raise InvalidRequest(f"{what}: source and target are the same table")
         spark = self.tables.spark(settings)
         with self._locked(src, dst):
-            source = self.tables._describe(spark, src)
+            source = self.tables.describe_ref(spark, src)
             version = delta_version(src.location) if source is not None else None
             marker = {"source": src.display, "version": version, "kind": kind}
             if self.tables.exists(spark, dst):
@@ -490,7 +484,7 @@ class Migrator:
         ref = locate(settings, d.schema, d.table)
         spark = self.tables.spark(settings)
         with self._locked(ref):
-            cur = self._current(spark, ref)
+            cur = self.tables.require(spark, ref)
             if op.from_column == op.to_column:
                 return SUCCESS, "rename_column: same name, nothing to do"
             old, new = cur.get(op.from_column), cur.get(op.to_column)
@@ -517,7 +511,7 @@ class Migrator:
         ref = locate(settings, d.schema, d.table)
         spark = self.tables.spark(settings)
         with self._locked(ref):
-            cur = self._current(spark, ref)
+            cur = self.tables.require(spark, ref)
             src = cur.get(op.from_column)
             if src is None:
                 raise SchemaMismatch(f"copy_column: column {op.from_column!r} does not exist in {ref.display}")
@@ -550,7 +544,7 @@ class Migrator:
         new = _new_column(op.column, op.column_type)
         spark = self.tables.spark(settings)
         with self._locked(ref):
-            cur = self._current(spark, ref)
+            cur = self.tables.require(spark, ref)
             existing = cur.get(new.name)
             if existing is not None:
                 # The guide: if the column exists, still set the default on all rows. The
@@ -577,7 +571,7 @@ class Migrator:
         ref = locate(settings, d.schema, d.table)
         spark = self.tables.spark(settings)
         with self._locked(ref):
-            cur = self._current(spark, ref)
+            cur = self.tables.require(spark, ref)
             col = cur.get(op.column)
             if col is None:
                 raise SchemaMismatch(f"update_column_value: column {op.column!r} does not exist in {ref.display}")
@@ -593,7 +587,7 @@ class Migrator:
         ts = parse_timestamp_us(op.operation_timestamp, what)
         spark = self.tables.spark(settings)
         with self._locked(ref):
-            cur = self._current(spark, ref)
+            cur = self.tables.require(spark, ref)
             keys = _history_keys(cur, ref, what)
             existing = cur.get(new.name)
             if existing is None:
@@ -617,7 +611,7 @@ class Migrator:
         ts = parse_timestamp_us(op.operation_timestamp, what)
         spark = self.tables.spark(settings)
         with self._locked(ref):
-            cur = self._current(spark, ref)
+            cur = self.tables.require(spark, ref)
             keys = _history_keys(cur, ref, what)
             col = cur.get(op.column)
             if col is None:
@@ -706,7 +700,7 @@ class Migrator:
         soft = op.soft_deleted_column or DELETED
         spark = self.tables.spark(settings)
         with self._locked(ref):
-            cur = self._current(spark, ref)
+            cur = self.tables.require(spark, ref)
             if cur.is_history_mode:
                 self._tidy_metadata(spark, ref, cur)
                 return SUCCESS, "SOFT_DELETE_TO_HISTORY: already in history mode (replay)"
@@ -778,7 +772,7 @@ class Migrator:
         check_column_name(soft)
         spark = self.tables.spark(settings)
         with self._locked(ref):
-            cur = self._current(spark, ref)
+            cur = self.tables.require(spark, ref)
             if not cur.is_history_mode:
                 if cur.has(soft):
                     self._tidy_metadata(spark, ref, cur)

@@ -125,9 +125,16 @@ class TableEngine:
     def describe(self, settings: Settings, schema: str, table: str) -> Optional[TableSchema]:
         ref = locate(settings, schema, table)
         spark = self.spark(settings)
-        return self._describe(spark, ref)
+        return self.describe_ref(spark, ref)
 
-    def _describe(self, spark, ref: TableRef) -> Optional[TableSchema]:
+    def require(self, spark, ref: TableRef) -> TableSchema:
+        """The table's schema, or TableNotFound."""
+        table = self.describe_ref(spark, ref)
+        if table is None:
+            raise TableNotFound(f"table {ref.display} does not exist")
+        return table
+
+    def describe_ref(self, spark, ref: TableRef) -> Optional[TableSchema]:
         if not self.exists(spark, ref):
             return None
         fields = run_engine(f"describe {ref.display}", lambda: spark.read.format("delta").load(ref.location).schema.fields)
@@ -181,7 +188,7 @@ class TableEngine:
         validate_columns(schema)
         spark = self.spark(settings)
         with self.locks.for_location(ref.location):
-            existing = self._describe(spark, ref)
+            existing = self.describe_ref(spark, ref)
             if existing is not None:
                 if _equivalent(existing, schema):
                     log.info(f"CreateTable {ref.display}: already exists with the same columns (replay)")
@@ -218,9 +225,7 @@ class TableEngine:
         validate_columns(desired)
         spark = self.spark(settings)
         with self.locks.for_location(ref.location):
-            current = self._describe(spark, ref)
-            if current is None:
-                raise TableNotFound(f"table {ref.display} does not exist")
+            current = self.require(spark, ref)
             want = {c.name: c for c in desired.columns}
             final: list[Column] = []
             changed: list[str] = []
@@ -298,7 +303,7 @@ class TableEngine:
         ref = locate(settings, schema_name, table)
         spark = self.spark(settings)
         with self.locks.for_location(ref.location):
-            current = self._describe(spark, ref)
+            current = self.describe_ref(spark, ref)
             if current is None:
                 log.info(f"Truncate {ref.display}: table does not exist, nothing to do")
                 return False
