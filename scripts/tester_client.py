@@ -10,12 +10,17 @@ see ../shared/fivetran-sdk-v2/SEMANTICS.md "The tester's input format"), and:
    encrypted with its own AES key unless plain text, compressed, random NULL /
    unmodified markers per request, CSV header in a shuffled column order) and
    calling WriteBatch / WriteHistoryBatch / Truncate;
-3. (optionally) runs ``schema_migration`` steps -- not implemented yet, see
-   ``MIGRATIONS``;
-4. calls DescribeTable for ``describe_table`` and compares with the expected schema;
+3. (with ``run_migrations``) runs the ``schema_migration`` steps in the order the file
+   lists them, see ``MIGRATIONS``: add_column / change_column_data_type / drop_column are
+   AlterTable calls (drop_column with drop_columns=true), every other op one Migrate call;
+   the model applies the same migration on its own rows;
+4. calls DescribeTable for ``describe_table`` and compares with the expected schema
+   (after migrations also for every table the model holds, and not_found for the tables a
+   migration dropped or renamed away);
 5. reads every table back from disk with ``deltalake`` and compares it row by row
    with an in-memory REFERENCE MODEL that applies the documented semantics
-   independently of the server.
+   independently of the server (after migrations: every table that exists at the end,
+   copies and renames included).
 
 Library use (tests)::
 
@@ -51,6 +56,12 @@ Choices where the tester format is not explicit (all documented in the report):
   deletes (and soft deletes, since a history table has no ``_fivetran_deleted``)
   send delete files with key + ``_fivetran_end`` = op_time - 1 ms; a soft truncate
   of a history table is sent as a hard truncate.
+* Migrations: MigrationDetails.table is the entry's ``table`` (``from_table`` for table
+  copies/renames); ``deleted_column`` becomes ``soft_deleted_column``; a JSON null value is
+  sent as "NULL"; set_column_to_null is update_column_value with "NULL". With ``live_only``
+  the history-only ops (add/drop_column_in_history_mode, migrate_history_to_soft_delete)
+  on a table that is live only because of ``live_only`` are skipped (a note says so).
+  The model's semantics for each op are at ``ReferenceModel`` "schema migrations".
 """
 from __future__ import annotations
 
@@ -90,6 +101,7 @@ from server.model import (  # noqa: E402
 )
 
 MAX_TS = datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)  # the guide's minTimestamp
 ONE_MS = timedelta(milliseconds=1)
 OP_TIME = "op_time"
 RPC_TIMEOUT = 600.0
@@ -212,6 +224,22 @@ def convert_value(old: Column, new: Column, value: Any) -> Any:
     if FT(old.type) in (FT.FLOAT, FT.DOUBLE) and FT(new.type) == FT.DECIMAL:
         return normalize(new, Decimal(repr(float(value))))
     return normalize(new, value)
+
+
+def migration_value(col: Column, text: Optional[str]) -> Any:
+    """A Migrate value (text) for a column. "NULL" is SQL NULL (the guide: "NULL can also be
+    expected as a valid value"); so is an empty value (proto3 cannot tell it from unset, the
+    destination's documented choice). Other text is read like a batch-file cell (BINARY as
+    base64, like the batch files)."""
+    if text is None or text == "" or text == "NULL":
+        return None
+    if FT(col.type) == FT.BINARY:
+        return base64.b64decode(text, validate=True)
+    return normalize(col, text)
+
+
+class ModelError(Exception):
+    """The reference model cannot apply an operation (the input or a precondition is wrong)."""
 
 
 def format_utc(dt: datetime) -> str:
@@ -445,6 +473,223 @@ class ReferenceModel:
                     row[ACTIVE] = False
                     row[END] = r[END]
 
+    # -- schema migrations (Migrate, and the tester's AlterTable DDL) -------------------
+    # Semantics: Fivetran's schema migration helper guide + SEMANTICS.md; where the guide
+    # leaves a choice, the destination's documented choice (README "What each call does")
+    # is modelled here -- computed on the model's own rows, never by calling server code.
+
+    def _table(self, name: str) -> ModelTable:
+        t = self.tables.get(name)
+        if t is None:
+            raise ModelError(f"table {name!r} does not exist")
+        return t
+
+    def _column(self, t: ModelTable, name: str) -> Column:
+        c = t.schema.get(name)
+        if c is None:
+            raise ModelError(f"column {name!r} does not exist in {t.schema.name!r}")
+        return c
+
+    @staticmethod
+    def _rekey(t: ModelTable) -> None:
+        t.rows = {t.row_key(r): r for r in t.rows.values()}
+
+    def alter_table_drop(self, name: str, new_columns: Iterable[Column]) -> None:
+        """AlterTable with drop_columns=true: the table becomes exactly the request's columns
+        (absent ones dropped with their values, types changed, the key set)."""
+        t = self._table(name)
+        new_columns = list(new_columns)
+        keep = {c.name for c in new_columns}
+        self.alter_table(name, new_columns)
+        t.schema = TableSchema(name, tuple(c for c in t.schema.columns if c.name in keep))
+        for r in t.rows.values():
+            for c in list(r):
+                if c not in keep:
+                    del r[c]
+        self._rekey(t)
+
+    def drop_table(self, name: str) -> None:
+        """DROP_TABLE; a missing table is nothing to do."""
+        self.tables.pop(name, None)
+
+    def rename_table(self, old: str, new: str) -> None:
+        t = self._table(old)
+        if new in self.tables:
+            raise ModelError(f"rename_table: {new!r} already exists")
+        del self.tables[old]
+        t.schema = TableSchema(new, t.schema.columns)
+        self.tables[new] = t
+
+    def copy_table(self, src: str, dst: str) -> None:
+        """COPY_TABLE: same columns (and key), a copy of every row."""
+        t = self._table(src)
+        if dst in self.tables:
+            raise ModelError(f"copy_table: {dst!r} already exists")
+        self.tables[dst] = ModelTable(TableSchema(dst, t.schema.columns), t.history,
+                                      {k: dict(r) for k, r in t.rows.items()})
+
+    def rename_column(self, name: str, old: str, new: str) -> None:
+        t = self._table(name)
+        self._column(t, old)  # must exist
+        if t.schema.has(new):
+            raise ModelError(f"rename_column: {new!r} already exists")
+        t.schema = TableSchema(name, tuple(c.with_(name=new) if c.name == old else c for c in t.schema.columns))
+        t.rows = {k: {(new if c == old else c): v for c, v in r.items()} for k, r in t.rows.items()}
+
+    def copy_column(self, name: str, src: str, dst: str) -> None:
+        """COPY_COLUMN: a new column of the source's type (never in the key) holding its values;
+        an existing target of the same type gets the values copied."""
+        t = self._table(name)
+        col = self._column(t, src)
+        if src == dst:
+            return
+        if not t.schema.has(dst):
+            t.schema = TableSchema(name, t.schema.columns + (col.with_(name=dst, primary_key=False),))
+        for r in t.rows.values():
+            r[dst] = r.get(src)
+
+    def update_column_value(self, name: str, column: str, text: Optional[str]) -> None:
+        """UPDATE_COLUMN_VALUE: every row (every version of a history table) gets the value."""
+        t = self._table(name)
+        col = self._column(t, column)
+        value = migration_value(col, text)
+        for r in t.rows.values():
+            r[column] = value
+
+    def add_column_with_default(self, name: str, column: Column, text: Optional[str]) -> None:
+        """ADD_COLUMN_WITH_DEFAULT_VALUE: the column is added (never in the key) and every row
+        gets the default; an existing column keeps its type and still gets it on every row."""
+        t = self._table(name)
+        existing = t.schema.get(column.name)
+        if existing is None:
+            t.schema = TableSchema(name, t.schema.columns + (column.with_(primary_key=False),))
+            existing = column
+        value = migration_value(existing, text)
+        for r in t.rows.values():
+            r[column.name] = value
+
+    def history_column_change(self, name: str, column: str, value: Any, ts: datetime, adding: bool) -> None:
+        """The history record of a column change at ``ts`` (ADD/DROP_COLUMN_IN_HISTORY_MODE):
+        - an active version that started before ts and whose value differs is closed
+          (active = false, end = ts - 1 ms) and a copy of it starting at ts, active until the
+          maximum timestamp, gets the value (its _fivetran_synced is kept) -- unless that key
+          already has a version starting at ts;
+        - a version starting exactly at ts gets the value in place (so several migrations with
+          the same timestamp record history once);
+        - an active version starting after ts gets the value in place (for an added column only
+          while it is still NULL);
+        - historical versions are not touched.
+        All conditions are evaluated on the table as it was before the change."""
+        t = self._table(name)
+        if not t.history:
+            raise ModelError(f"{name!r} is not in history mode")
+        before = [dict(r) for r in t.rows.values()]
+        taken = {t.bkey(r) for r in before if r[START] == ts}
+        out: dict = {}
+        for r in before:
+            differs = r.get(column) != value
+            if r[ACTIVE] and r[START] < ts and differs:
+                closed = {**r, ACTIVE: False, END: ts - ONE_MS}
+                out[t.row_key(closed)] = closed
+                if t.bkey(r) not in taken:
+                    new = {**r, column: value, START: ts, END: MAX_TS, ACTIVE: True}
+                    out[t.row_key(new)] = new
+                continue
+            in_place = r[START] == ts or (r[ACTIVE] and r[START] > ts and (not adding or r.get(column) is None))
+            row = {**r, column: value} if in_place and differs else r
+            out.setdefault(t.row_key(row), row)
+        t.rows = out
+
+    def add_column_in_history_mode(self, name: str, column: Column, text: Optional[str], ts: datetime) -> None:
+        t = self._table(name)
+        existing = t.schema.get(column.name)
+        if existing is None:
+            t.schema = TableSchema(name, t.schema.columns + (column.with_(primary_key=False),))
+            for r in t.rows.values():
+                r[column.name] = None  # historical versions have no value
+            existing = column
+        self.history_column_change(name, existing.name, migration_value(existing, text), ts, adding=True)
+
+    def drop_column_in_history_mode(self, name: str, column: str, ts: datetime) -> None:
+        """The column stays (history keeps its old values); versions from ts on hold NULL."""
+        t = self._table(name)
+        if not t.schema.has(column):
+            return
+        self.history_column_change(name, column, None, ts, adding=False)
+
+    @staticmethod
+    def _to_history(t: ModelTable, soft: Optional[str], now: Optional[datetime] = None) -> tuple[TableSchema, dict]:
+        """SOFT_DELETE_TO_HISTORY on a copy of ``t``: rows not soft-deleted start at the table's
+        latest _fivetran_synced, end at the maximum timestamp, active; soft-deleted rows start =
+        end = 1970-01-01, inactive. _fivetran_start joins the key; _fivetran_deleted is dropped
+        (another soft-delete column is source data and stays)."""
+        soft_col = t.schema.get(soft) if soft else None
+        drop_soft = soft_col is not None and soft_col.name == DELETED
+        kept = tuple(c for c in t.schema.columns if not (drop_soft and c.name == DELETED))
+        schema = TableSchema(t.schema.name, kept + (Column(START, FT.UTC_DATETIME, primary_key=True),
+                                                    Column(END, FT.UTC_DATETIME), Column(ACTIVE, FT.BOOLEAN)))
+        synced = [r[SYNCED] for r in t.rows.values() if r.get(SYNCED) is not None]
+        start = max(synced) if synced else now
+        rows = {}
+        for r in t.rows.values():
+            deleted = soft_col is not None and bool(r.get(soft_col.name))
+            if not deleted and start is None:
+                raise ModelError("the version start would be the server's clock (no _fivetran_synced): "
+                                 "not predictable by the model")
+            new = {c.name: r.get(c.name) for c in kept}
+            new.update({START: EPOCH, END: EPOCH, ACTIVE: False} if deleted else
+                       {START: start, END: MAX_TS, ACTIVE: True})
+            rows[tuple(new.get(c) for c in schema.merge_keys())] = new
+        return schema, rows
+
+    def soft_delete_to_history(self, name: str, soft: Optional[str]) -> None:
+        t = self._table(name)
+        if t.history:
+            raise ModelError(f"{name!r} is already in history mode")
+        t.schema, t.rows = self._to_history(t, soft)
+        t.history = True
+
+    def copy_table_to_history_mode(self, src: str, dst: str, soft: Optional[str]) -> None:
+        t = self._table(src)
+        if dst in self.tables:
+            raise ModelError(f"copy_table_to_history_mode: {dst!r} already exists")
+        if t.history:
+            raise ModelError(f"{src!r} is already in history mode")
+        if not soft:
+            raise ModelError("copy_table_to_history_mode without a soft-deleted column is LIVE_TO_HISTORY, whose "
+                             "start is the server's clock: not predictable by the model")
+        schema, rows = self._to_history(t, soft)
+        self.tables[dst] = ModelTable(TableSchema(dst, schema.columns), True, rows)
+
+    def history_to_soft_delete(self, name: str, soft: Optional[str], keep_deleted_rows: Optional[bool] = None) -> None:
+        """HISTORY_TO_SOFT_DELETE: each key keeps only its latest version (greatest
+        _fivetran_start); the soft-delete column (added as BOOLEAN if missing) := NOT
+        _fivetran_active (NULL active counts as not deleted); the history columns go and
+        _fivetran_start leaves the key. keep_deleted_rows=false (only when given) removes
+        the keys whose latest version is inactive."""
+        t = self._table(name)
+        if not t.history:
+            raise ModelError(f"{name!r} is not in history mode")
+        soft = soft or DELETED
+        latest: dict = {}
+        for r in t.rows.values():
+            k = t.bkey(r)
+            if k not in latest or r[START] > latest[k][START]:
+                latest[k] = r
+        cols = [c for c in t.schema.columns if c.name not in (START, END, ACTIVE)]
+        if not any(c.name == soft for c in cols):
+            cols.append(Column(soft, FT.BOOLEAN))
+        t.schema = TableSchema(name, tuple(cols))
+        t.history = False
+        rows = []
+        for r in latest.values():
+            if keep_deleted_rows is False and r.get(ACTIVE) is not True:
+                continue
+            new = {c.name: r.get(c.name) for c in cols}
+            new[soft] = r.get(ACTIVE) is False
+            rows.append(new)
+        t.rows = {t.row_key(r): r for r in rows}
+
     # -- results -------------------------------------------------------------
     def expected_rows(self, name: str) -> list[dict]:
         t = self.tables[name]
@@ -628,6 +873,9 @@ class TesterRun:
         self.notes: list[str] = []
         self.tmpdir: Optional[Path] = None
         self._file_no = 0
+        self.migrated = False  # schema_migration steps were run
+        self.vanished: set[str] = set()  # tables a migration dropped or renamed away
+        self._mig_ctx = "schema_migration"
 
     # -- plumbing -------------------------------------------------------------
     def problem(self, msg: str) -> None:
@@ -738,19 +986,29 @@ class TesterRun:
             self.notes.append(note)
             self.log(note)
             return
+        self.migrated = True
         for i, step in enumerate(steps):
             for name, entries in step.items():
                 fn = MIGRATIONS.get(name)
                 if fn is None:
                     self.problem(f"schema_migration[{i}]: {name!r} is not implemented by the client")
                     continue
-                for entry in entries:
+                for j, entry in enumerate(entries if isinstance(entries, list) else [entries]):
+                    self._mig_ctx = f"schema_migration[{i}] {name}[{j}]"
+                    self.log(self._mig_ctx)
                     fn(self, entry)
 
     def describe_tables(self) -> None:
+        """DescribeTable for ``describe_table``; after migrations also for every table the model
+        holds and every table a migration removed (expected not_found, and no Delta table left
+        at its location)."""
         from server._proto import destination_sdk_pb2 as pb
 
-        for name in self.spec.get("describe_table") or []:
+        names = list(self.spec.get("describe_table") or [])
+        if self.migrated:
+            names += [n for n in self.model.tables if n not in names]
+            names += [n for n in sorted(self.vanished) if n not in names and n not in self.model.tables]
+        for name in names:
             resp = self.call("DescribeTable", pb.DescribeTableRequest(
                 configuration=self.configuration, schema_name=self.schema, table_name=name),
                 f"describe_table {name}", ok_fields=("table", "not_found"))
@@ -761,6 +1019,8 @@ class TesterRun:
             if t is None:
                 if which != "not_found":
                     self.problem(f"DescribeTable {name}: expected not_found, got {which}")
+                else:
+                    self.log(f"DescribeTable {name}: not_found, as expected")
                 continue
             if which != "table":
                 self.problem(f"DescribeTable {name}: expected the table, got {which}")
@@ -769,6 +1029,239 @@ class TesterRun:
             for p in compare_schema(t.schema, actual):
                 self.problem(f"DescribeTable {name}: {p}")
             self.log(f"DescribeTable {name}: {len(actual)} columns compared")
+        if "://" not in self.warehouse:
+            for name in sorted(self.vanished - set(self.model.tables)):
+                gone = Path(self.warehouse) / self.schema / name / "_delta_log"
+                if gone.exists():
+                    self.problem(f"table {name}: removed by a migration, but a Delta table is still at {gone.parent}")
+
+    # -- schema migrations ------------------------------------------------------------------
+    def _migrate(self, table: str, *, expect=("success",), **operation) -> bool:
+        from server._proto import destination_sdk_pb2 as pb
+
+        req = pb.MigrateRequest(configuration=self.configuration,
+                                details=pb.MigrationDetails(schema=self.schema, table=table, **operation))
+        resp = self.call("Migrate", req, self._mig_ctx, ok_fields=expect)
+        return resp is not None and resp.WhichOneof("response") in expect
+
+    def _alter(self, t: ModelTable, columns: list[Column], drop_columns: bool) -> bool:
+        from server._proto import destination_sdk_pb2 as pb
+
+        resp = self.call("AlterTable", pb.AlterTableRequest(
+            configuration=self.configuration, schema_name=self.schema,
+            table=table_to_proto(TableSchema(t.schema.name, tuple(columns))), drop_columns=drop_columns),
+            self._mig_ctx)
+        return resp is not None and resp.WhichOneof("response") == "success"
+
+    def _model_apply(self, fn, *args) -> None:
+        try:
+            fn(*args)
+        except ModelError as e:
+            self.problem(f"{self._mig_ctx}: the reference model cannot apply it: {e}")
+
+    def _mig_table(self, e: dict, key: str = "table") -> Optional[ModelTable]:
+        name = e.get(key)
+        t = self.model.tables.get(name) if name else None
+        if t is None:
+            self.problem(f"{self._mig_ctx}: table {name!r} does not exist (in the reference model); not sent")
+        return t
+
+    def _history_only(self, t: ModelTable) -> bool:
+        """A history-mode operation on a table that is live only because of live_only: skipped."""
+        if t.history or not self.live_only:
+            return False
+        note = (f"{self._mig_ctx}: skipped, {t.schema.name!r} is a live table in this run "
+                f"(live_only=True) and the operation needs history mode")
+        self.notes.append(note)
+        self.log(note)
+        return True
+
+    @staticmethod
+    def _text(value) -> str:
+        """A migration value as the proto's text; JSON null -> "NULL"."""
+        if value is None:
+            return "NULL"
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+
+    def _removed(self, name: str) -> None:
+        self.vanished.add(name)
+
+    def _appeared(self, name: str) -> None:
+        self.vanished.discard(name)
+
+    # DDL: the tester sends these through AlterTable (the helper guide: "adding/dropping
+    # columns, changing data types ... are automatically handled by Fivetran through the
+    # AlterTable RPC call"), with the table as Fivetran knows it after the change.
+    def mig_add_column(self, e: dict) -> None:
+        t = self._mig_table(e)
+        if t is None:
+            return
+        new = column_from_spec(e["column"], e["data_type"], False)
+        old = t.schema.get(new.name)
+        if old is not None:
+            cols = [new.with_(primary_key=c.primary_key) if c.name == new.name else c for c in t.schema.columns]
+        else:
+            cols = list(t.schema.columns) + [new]
+        if self._alter(t, cols, drop_columns=False):
+            self._model_apply(self.model.alter_table, t.schema.name, cols)
+
+    def mig_change_column_data_type(self, e: dict) -> None:
+        t = self._mig_table(e)
+        if t is None:
+            return
+        old = t.schema.get(e["column"])
+        if old is None:
+            self.problem(f"{self._mig_ctx}: column {e['column']!r} does not exist (in the reference model); not sent")
+            return
+        new = column_from_spec(old.name, e["data_type"], old.primary_key)
+        cols = [new if c.name == old.name else c for c in t.schema.columns]
+        if self._alter(t, cols, drop_columns=False):
+            self._model_apply(self.model.alter_table, t.schema.name, cols)
+
+    def mig_drop_column(self, e: dict) -> None:
+        t = self._mig_table(e)
+        if t is None:
+            return
+        cols = [c for c in t.schema.columns if c.name != e["column"]]
+        if self._alter(t, cols, drop_columns=True):
+            self._model_apply(self.model.alter_table_drop, t.schema.name, cols)
+
+    # Migrate
+    def mig_copy_column(self, e: dict) -> None:
+        from server._proto import destination_sdk_pb2 as pb
+
+        t = self._mig_table(e)
+        if t is not None and self._migrate(t.schema.name, copy=pb.CopyOperation(
+                copy_column=pb.CopyColumn(from_column=e["from_column"], to_column=e["to_column"]))):
+            self._model_apply(self.model.copy_column, t.schema.name, e["from_column"], e["to_column"])
+
+    def mig_update_column_value(self, e: dict, value=None) -> None:
+        from server._proto import destination_sdk_pb2 as pb
+
+        text = self._text(e.get("value") if value is None else value)
+        t = self._mig_table(e)
+        if t is not None and self._migrate(t.schema.name, update_column_value=pb.UpdateColumnValueOperation(
+                column=e["column"], value=text)):
+            self._model_apply(self.model.update_column_value, t.schema.name, e["column"], text)
+
+    def mig_set_column_to_null(self, e: dict) -> None:
+        self.mig_update_column_value(e, value="NULL")
+
+    def mig_add_column_with_default_value(self, e: dict) -> None:
+        from server._proto import destination_sdk_pb2 as pb
+
+        t = self._mig_table(e)
+        if t is None:
+            return
+        new = column_from_spec(e["column"], e["data_type"], False)
+        text = self._text(e.get("default_value"))
+        if self._migrate(t.schema.name, add=pb.AddOperation(add_column_with_default_value=pb.AddColumnWithDefaultValue(
+                column=new.name, column_type=int(new.type), default_value=text))):
+            self._model_apply(self.model.add_column_with_default, t.schema.name, Column(new.name, new.type), text)
+
+    def mig_copy_table(self, e: dict) -> None:
+        from server._proto import destination_sdk_pb2 as pb
+
+        t = self._mig_table(e, "from_table")
+        if t is not None and self._migrate(e.get("table") or e["from_table"], copy=pb.CopyOperation(
+                copy_table=pb.CopyTable(from_table=e["from_table"], to_table=e["to_table"]))):
+            self._model_apply(self.model.copy_table, e["from_table"], e["to_table"])
+            self._appeared(e["to_table"])
+
+    def mig_rename_column(self, e: dict) -> None:
+        from server._proto import destination_sdk_pb2 as pb
+
+        t = self._mig_table(e)
+        if t is not None and self._migrate(t.schema.name, rename=pb.RenameOperation(
+                rename_column=pb.RenameColumn(from_column=e["from_column"], to_column=e["to_column"]))):
+            self._model_apply(self.model.rename_column, t.schema.name, e["from_column"], e["to_column"])
+
+    def mig_rename_table(self, e: dict) -> None:
+        from server._proto import destination_sdk_pb2 as pb
+
+        t = self._mig_table(e, "from_table")
+        if t is not None and self._migrate(e.get("table") or e["from_table"], rename=pb.RenameOperation(
+                rename_table=pb.RenameTable(from_table=e["from_table"], to_table=e["to_table"]))):
+            self._model_apply(self.model.rename_table, e["from_table"], e["to_table"])
+            self._removed(e["from_table"])
+            self._appeared(e["to_table"])
+
+    def mig_drop_table(self, e: dict) -> None:
+        from server._proto import destination_sdk_pb2 as pb
+
+        # a missing table is nothing to drop (success), so the model's table is not required
+        if self._migrate(e["table"], drop=pb.DropOperation(drop_table=True)):
+            self.model.drop_table(e["table"])
+            self._removed(e["table"])
+
+    def mig_add_column_in_history_mode(self, e: dict) -> None:
+        from server._proto import destination_sdk_pb2 as pb
+
+        t = self._mig_table(e)
+        if t is None or self._history_only(t):
+            return
+        new = column_from_spec(e["column"], e["data_type"], False)
+        text = self._text(e.get("default_value"))
+        ts = e["operation_timestamp"]
+        if self._migrate(t.schema.name, add=pb.AddOperation(add_column_in_history_mode=pb.AddColumnInHistoryMode(
+                column=new.name, column_type=int(new.type), default_value=text, operation_timestamp=ts))):
+            self._model_apply(self.model.add_column_in_history_mode, t.schema.name, Column(new.name, new.type), text,
+                              _parse_utc(ts))
+
+    def mig_drop_column_in_history_mode(self, e: dict) -> None:
+        from server._proto import destination_sdk_pb2 as pb
+
+        t = self._mig_table(e)
+        if t is None or self._history_only(t):
+            return
+        ts = e["operation_timestamp"]
+        if self._migrate(t.schema.name, drop=pb.DropOperation(drop_column_in_history_mode=pb.DropColumnInHistoryMode(
+                column=e["column"], operation_timestamp=ts))):
+            self._model_apply(self.model.drop_column_in_history_mode, t.schema.name, e["column"], _parse_utc(ts))
+
+    def mig_copy_table_to_history_mode(self, e: dict) -> None:
+        from server._proto import destination_sdk_pb2 as pb
+
+        t = self._mig_table(e, "from_table")
+        soft = e.get("deleted_column") or ""
+        if t is not None and self._migrate(e.get("table") or e["from_table"], copy=pb.CopyOperation(
+                copy_table_to_history_mode=pb.CopyTableToHistoryMode(
+                    from_table=e["from_table"], to_table=e["to_table"], soft_deleted_column=soft))):
+            self._model_apply(self.model.copy_table_to_history_mode, e["from_table"], e["to_table"], soft or None)
+            self._appeared(e["to_table"])
+
+    def _sync_mode(self, e: dict, kind: str, expect=("success",)) -> bool:
+        from server._proto import destination_sdk_pb2 as pb
+
+        op = pb.TableSyncModeMigrationOperation(type=getattr(pb, kind))
+        if e.get("deleted_column") is not None:
+            op.soft_deleted_column = e["deleted_column"]
+        if e.get("keep_deleted_rows") is not None:
+            op.keep_deleted_rows = bool(e["keep_deleted_rows"])
+        return self._migrate(e["table"], expect=expect, table_sync_mode_migration=op)
+
+    def mig_soft_delete_to_history(self, e: dict) -> None:
+        t = self._mig_table(e)
+        if t is not None and self._sync_mode(e, "SOFT_DELETE_TO_HISTORY"):
+            self._model_apply(self.model.soft_delete_to_history, t.schema.name, e.get("deleted_column") or DELETED)
+
+    def mig_history_to_soft_delete(self, e: dict) -> None:
+        t = self._mig_table(e)
+        if t is None or self._history_only(t):
+            return
+        if self._sync_mode(e, "HISTORY_TO_SOFT_DELETE"):
+            keep = e.get("keep_deleted_rows")
+            self._model_apply(self.model.history_to_soft_delete, t.schema.name, e.get("deleted_column") or DELETED,
+                              None if keep is None else bool(keep))
+
+    def mig_live_mode(self, e: dict, kind: str) -> None:
+        """SEMANTICS.md: the LIVE_* sync modes are not offered to partners yet, the destination
+        answers `unsupported` and the table is unchanged."""
+        t = self._mig_table(e)
+        if t is not None:
+            self._sync_mode(e, kind, expect=("unsupported",))
 
     def compare_data(self) -> dict:
         tables = {}
@@ -1115,12 +1608,32 @@ OPS: dict[str, Callable[[TesterRun, int, Any], None]] = {
     "soft_truncate_before": TesterRun.op_soft_truncate,
 }
 
-# The tester's schema_migration names -> functions(run, entry). Filled in when Migrate lands:
-# add_column, change_column_data_type, drop_column, copy_column, update_column_value,
-# add_column_with_default_value, set_column_to_null, copy_table, rename_column, rename_table,
-# drop_table, add_column_in_history_mode, drop_column_in_history_mode,
-# copy_table_to_history_mode, migrate_soft_delete_to_history, migrate_history_to_soft_delete.
-MIGRATIONS: dict[str, Callable[[TesterRun, dict], None]] = {}
+# The tester's schema_migration names -> functions(run, entry), run in the order the input
+# lists them (steps, then op names in each step, then entries). add_column,
+# change_column_data_type and drop_column are AlterTable calls; the others are Migrate.
+MIGRATIONS: dict[str, Callable[[TesterRun, dict], None]] = {
+    "add_column": TesterRun.mig_add_column,
+    "change_column_data_type": TesterRun.mig_change_column_data_type,
+    "drop_column": TesterRun.mig_drop_column,
+    "copy_column": TesterRun.mig_copy_column,
+    "update_column_value": TesterRun.mig_update_column_value,
+    "add_column_with_default_value": TesterRun.mig_add_column_with_default_value,
+    "set_column_to_null": TesterRun.mig_set_column_to_null,
+    "copy_table": TesterRun.mig_copy_table,
+    "rename_column": TesterRun.mig_rename_column,
+    "rename_table": TesterRun.mig_rename_table,
+    "drop_table": TesterRun.mig_drop_table,
+    "add_column_in_history_mode": TesterRun.mig_add_column_in_history_mode,
+    "drop_column_in_history_mode": TesterRun.mig_drop_column_in_history_mode,
+    "copy_table_to_history_mode": TesterRun.mig_copy_table_to_history_mode,
+    "migrate_soft_delete_to_history": TesterRun.mig_soft_delete_to_history,
+    "migrate_history_to_soft_delete": TesterRun.mig_history_to_soft_delete,
+    # listed by the tester's README, in none of the input files: expected `unsupported`
+    "migrate_history_to_live": lambda run, e: run.mig_live_mode(e, "HISTORY_TO_LIVE"),
+    "migrate_soft_delete_to_live": lambda run, e: run.mig_live_mode(e, "SOFT_DELETE_TO_LIVE"),
+    "migrate_live_to_soft_delete": lambda run, e: run.mig_live_mode(e, "LIVE_TO_SOFT_DELETE"),
+    "migrate_live_to_history": lambda run, e: run.mig_live_mode(e, "LIVE_TO_HISTORY"),
+}
 
 
 def load_input(path) -> dict:
