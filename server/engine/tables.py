@@ -74,8 +74,6 @@ class TableEngine:
     def __init__(self, sessions: SparkSessions):
         self.sessions = sessions
         self.locks = TableLocks()
-        self._registered: set[tuple[int, str]] = set()
-        self._reg_lock = threading.Lock()
         self._meta_cache: dict[str, table_metadata.StoredMetadata] = {}
 
     # ---- plumbing -------------------------------------------------------------------------
@@ -95,21 +93,15 @@ class TableEngine:
             return False
 
     def register(self, spark, ref: TableRef) -> str:
-        key = (id(spark), ref.ident)
-        with self._reg_lock:
-            if key in self._registered:
-                return ref.ident
+        """Ensure the catalog entry exists. Issued every time (a catalog no-op when it exists):
+        a restarted remote engine has lost its session catalog, and a cache here would not know."""
         run_engine(
             f"register {ref.display}",
             lambda: spark.sql(f"CREATE TABLE IF NOT EXISTS {ref.ident} USING delta LOCATION {quote_string(ref.location)}").collect(),
         )
-        with self._reg_lock:
-            self._registered.add(key)
         return ref.ident
 
     def unregister(self, spark, ref: TableRef) -> None:
-        with self._reg_lock:
-            self._registered.discard((id(spark), ref.ident))
         spark.sql(f"DROP TABLE IF EXISTS {ref.ident}").collect()  # external table: data stays
 
     def schema_changed(self, spark, ref: TableRef) -> None:
@@ -203,8 +195,6 @@ class TableEngine:
                 f"{table_metadata.tblproperties_clause(schema, 1)}"
             )
             run_engine(f"create {ref.display}", lambda: spark.sql(sql).collect())
-            with self._reg_lock:
-                self._registered.add((id(spark), ref.ident))
             self._meta_cache[ref.location] = table_metadata.StoredMetadata(1, schema.columns)
             log.info(f"CreateTable {ref.display}: created with {len(schema.columns)} columns")
 
