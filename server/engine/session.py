@@ -24,6 +24,15 @@ SESSION_CONF = {
 }
 
 
+def _engine_retry_policy():
+    """The client retries an unreachable engine for about half a minute (PySpark's default
+    keeps going for over ten minutes), then the request fails with UNAVAILABLE and Fivetran
+    retries the sync later from its checkpoint."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    return DefaultPolicy(max_retries=8, backoff_multiplier=4.0, initial_backoff=100, max_backoff=5000)
+
+
 class SparkSessions:
     def __init__(self):
         self._lock = threading.Lock()
@@ -65,6 +74,7 @@ class SparkSessions:
             for k, v in SESSION_CONF.items():
                 builder = builder.config(k, v)
             spark = builder.create()
+            spark.client.set_retry_policies([_engine_retry_policy()])
             spark.sql("SELECT 1").collect()
             return spark
         except Exception as exc:  # connection problems surface here

@@ -44,18 +44,19 @@ def is_unavailable(exc: BaseException) -> bool:
             return False
     name = type(exc).__name__
     text = str(exc)
-    return "UNAVAILABLE" in text or name in ("SparkConnectGrpcException",) and "Connection refused" in text
+    return name == "RetriesExceeded" or "UNAVAILABLE" in text or ("Connection refused" in text)
 
 
 def run_engine(action: str, fn: Callable[[], T], *, attempts: int = 5, base_delay: float = 0.2) -> T:
-    """Run engine work; retry commit conflicts and transient unavailability with backoff."""
+    """Run engine work; retry Delta commit conflicts with backoff. An unreachable engine is
+    already retried by the Spark Connect client's policy (session.py), so it fails here at once."""
     for attempt in range(1, attempts + 1):
         try:
             return fn()
         except DestinationError:
             raise
         except Exception as exc:  # noqa: BLE001 - classified below
-            retryable = is_commit_conflict(exc) or is_unavailable(exc)
+            retryable = is_commit_conflict(exc) and not is_unavailable(exc)
             if retryable and attempt < attempts:
                 delay = base_delay * (2 ** (attempt - 1))
                 log.warning(f"{action}: transient engine problem ({error_class(exc)}), retry {attempt}/{attempts - 1} in {delay:.1f}s")
