@@ -36,6 +36,7 @@ import base64
 import datetime as _dt
 import decimal
 import enum
+import errno
 import gzip
 import io
 import os
@@ -277,7 +278,12 @@ def open_plaintext(path: str, key: Optional[bytes], params: FileParams) -> io.Bu
             raise errors.MissingKey(f"file {name}: the batch is AES-encrypted but no key was given for it")
         if not isinstance(key, (bytes, bytearray)) or len(key) != 32:
             raise errors.DecryptionError(f"file {name}: the AES key must be 32 bytes (AES-256)")
-    f = open(path, "rb", buffering=0)
+    try:
+        f = open(path, "rb", buffering=0)
+    except OSError as exc:
+        reason = {errno.ENOENT: "does not exist", errno.EISDIR: "is a directory", errno.EACCES: "is not readable"}.get(
+            exc.errno, "cannot be opened")
+        raise errors.BatchFileError(f"batch file {name} {reason}") from None
     try:
         raw: io.RawIOBase = _AesCbcReader(f, bytes(key), name) if enc == Encryption.AES else f
         src = io.BufferedReader(raw, CHUNK)

@@ -15,6 +15,7 @@ from ._proto import destination_sdk_pb2_grpc
 from .batch_reader import FileFormat
 from .config import Settings, normalise_warehouse
 from .engine.batch_merge import clean_staging
+from .engine.migrations import clean_leftovers
 from .engine.session import SparkSessions
 from .engine.tables import TableEngine
 from .protocol import DestinationServicer
@@ -53,6 +54,7 @@ def main(argv=None) -> int:
     sessions = SparkSessions()
     tables = TableEngine(sessions)
     clean_staging(settings.warehouse)
+    clean_leftovers(settings.warehouse)
 
     health_servicer = health.HealthServicer()
     health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -54,7 +54,7 @@ from ..model import ACTIVE, DELETED, END, START, SYNCED, Column, FivetranType, T
 from ..names import check_column_name, quote_ident
 from ..type_mapping import arrow_type, same_storage, spark_type, validate_decimal
 from . import table_metadata
-from .batch_merge import run_merge
+from .batch_merge import run_merge, shipped
 from .history_merge import MAX_END_US, ONE_MS
 from .spark_errors import run_engine
 from .tables import TableEngine, TableRef, locate, validate_columns
@@ -591,19 +591,56 @@ class Migrator:
             keys = _history_keys(cur, ref, what)
             existing = cur.get(new.name)
             if existing is None:
+                # A new column: schema and versions in ONE overwrite commit, so a crash leaves the
+                # table before or after (adding the column, then a MERGE, left NULL-only versions).
                 table = cur.with_columns(cur.columns + (new,))
-                validate_columns(table)
-                self.tables._set_metadata(spark, ref, table)  # first: harmless until the column exists
-                self.tables._add_columns(spark, ref, [new])
-                self._refresh_catalog(spark, ref)
-                existing, added = new, True
-            elif not same_storage(existing, new):
+                value = parse_value(op.default_value, new, what)
+                self._history_add_rewrite(spark, settings, ref, cur, table, keys, new, value, ts)
+                return SUCCESS, f"{what}: column {new.name!r} added and active versions recorded (one commit)"
+            if not same_storage(existing, new):
                 raise SchemaMismatch(f"{what}: column {new.name!r} already exists with another type")
-            else:
-                table, added = cur, False
             value = parse_value(op.default_value, existing, what)
-            self._history_versions(spark, settings, ref, table, keys, existing, value, ts, adding=True)
-        return SUCCESS, f"{what}: column {new.name!r} {'added' if added else 'exists'}; active versions recorded"
+            self._history_versions(spark, settings, ref, cur, keys, existing, value, ts, adding=True)
+        return SUCCESS, f"{what}: column {new.name!r} exists; active versions recorded"
+
+    def _history_add_rewrite(self, spark, settings: Settings, ref: TableRef, cur: TableSchema, table: TableSchema,
+                             keys: list[str], new: Column, value: pa.Array, ts: int) -> None:
+        """The whole table with `new` added, as _history_versions would leave it after adding the
+        column: active versions that started before ts are closed at ts - 1 ms and continued by a
+        copy starting at ts holding the value; versions starting at ts get the value in place."""
+        ident = self.tables.register(spark, ref)
+        q = quote_ident
+        s_, a_ = q(START), q(ACTIVE)
+        v = f"CAST(p.v AS {spark_type(new)})"
+        open_before = f"h.{a_} = true AND h.{s_} < p.ts AND {v} IS NOT NULL"
+        in_place = f"(h.{s_} = p.ts OR (h.{a_} = true AND h.{s_} > p.ts))"
+
+        def row(insert: bool) -> str:
+            out = []
+            for c in table.columns:
+                if c.name == new.name:
+                    e = v if insert else f"CASE WHEN {in_place} THEN {v} END"
+                elif c.name == START and insert:
+                    e = f"CAST(p.ts AS {spark_type(c)})"
+                elif c.name == END:
+                    e = f"CAST(p.mx AS {spark_type(c)})" if insert else f"CASE WHEN {open_before} THEN CAST(p.te AS {spark_type(c)}) ELSE h.{q(c.name)} END"
+                elif c.name == ACTIVE:
+                    e = "true" if insert else f"CASE WHEN {open_before} THEN false ELSE h.{a_} END"
+                else:
+                    e = f"h.{q(c.name)}"
+                out.append(f"{e} AS {q(c.name)}")
+            return ", ".join(out)
+
+        taken_on = " AND ".join(f"h.{q(k)} = x.{q(k)}" for k in keys)
+        params = pa.table({"ts": _ts_array(ts), "te": _ts_array(ts - ONE_MS), "mx": _ts_array(MAX_END_US), "v": value})
+        with shipped(spark, settings, params) as view:
+            sql = (
+                f"SELECT {row(False)} FROM {ident} h CROSS JOIN {view} p "
+                f"UNION ALL SELECT {row(True)} FROM {ident} h CROSS JOIN {view} p "
+                f"LEFT ANTI JOIN (SELECT {', '.join('y.' + q(k) for k in keys)} FROM {ident} y CROSS JOIN {view} p2 "
+                f"WHERE y.{s_} = p2.ts) x ON {taken_on} WHERE {open_before}"
+            )
+            self._rewrite(spark, ref, cur, table, lambda: spark.sql(sql))
 
     def drop_column_in_history_mode(self, settings: Settings, d: MigrationDetails, op: DropColumnInHistoryMode):
         what = "drop_column_in_history_mode"
@@ -821,6 +858,16 @@ def _param_name(cur: TableSchema) -> str:
         name = f"fivetran_param_{uuid.uuid4().hex[:8]}"
         if name not in taken:
             return name
+
+
+def clean_leftovers(warehouse: str) -> None:
+    """At start-up no migration runs: remove what a crash left (dropped tables in the trash,
+    hidden half-written copies)."""
+    if is_url(warehouse) or not os.path.isdir(warehouse):
+        return
+    shutil.rmtree(os.path.join(warehouse, TRASH_DIR), ignore_errors=True)
+    for path in glob.glob(os.path.join(glob.escape(warehouse), "*", TMP_PREFIX + "*")):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _clean_stale_tmp(parent: str) -> None:

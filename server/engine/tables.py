@@ -17,7 +17,7 @@ from typing import Optional
 
 from .. import log
 from ..config import Settings, is_url
-from ..errors import InvalidRequest, SchemaMismatch, TableAlreadyExists, TableNotFound
+from ..errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismatch, TableAlreadyExists, TableNotFound
 from ..model import Column, FivetranType, TableSchema
 from ..names import check_column_name, check_path_name, quote_ident, quote_string
 from ..type_mapping import column_from_spark, same_storage, spark_type, validate_decimal
@@ -172,7 +172,9 @@ class TableEngine:
         (see table_metadata.stats_properties); only columns that exist now are listed."""
         have = set(current.column_names)
         safe = TableSchema(target.name, tuple(c for c in target.columns if c.name in have))
-        self._set_properties(spark, ref, table_metadata.stats_properties(safe))
+        props = table_metadata.stats_properties(safe)
+        if props != table_metadata.stats_properties(current):  # no commit when nothing changes
+            self._set_properties(spark, ref, props)
 
     # ---- create ----------------------------------------------------------------------------
     def create(self, settings: Settings, schema_name: str, schema: TableSchema) -> None:
@@ -276,7 +278,18 @@ class TableEngine:
                     cols.append(F.col(quote_ident(c.name)).cast(spark_type(c)).alias(c.name))
             base.select(*cols).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
 
-        run_engine(f"rewrite {ref.display}", go)
+        changed = [c.name for c in target.columns if c.name in cur and not same_storage(cur[c.name], c)]
+        try:
+            run_engine(f"rewrite {ref.display}", go)
+        except EngineError as exc:
+            if changed and not isinstance(exc, EngineUnavailable):
+                # The rewrite is one commit, so nothing changed. A cast the stored values cannot
+                # take (text into INT, a value out of a narrower range) is the usual cause.
+                raise InvalidRequest(
+                    f"{ref.display}: the stored values of column(s) {', '.join(map(repr, changed))} cannot be "
+                    f"converted to the requested type(s); the table is unchanged"
+                ) from exc
+            raise
         self.schema_changed(spark, ref)
 
     # ---- truncate --------------------------------------------------------------------------
