@@ -70,11 +70,11 @@ class SparkSessions:
         from pyspark.sql.connect.session import SparkSession
 
         try:
-            builder = SparkSession.builder.remote(url)
-            for k, v in SESSION_CONF.items():
-                builder = builder.config(k, v)
-            spark = builder.create()
+            spark = SparkSession.builder.remote(url).create()
+            # Before the first RPC: the default policy retries an unreachable engine for 10+ minutes.
             spark.client.set_retry_policies([_engine_retry_policy()])
+            for k, v in SESSION_CONF.items():
+                spark.conf.set(k, v)
             spark.sql("SELECT 1").collect()
             return spark
         except Exception as exc:  # connection problems surface here
