@@ -14,7 +14,8 @@ from ..errors import EngineUnavailable
 
 # The embedded engine must never spill query data (plaintext customer rows) to temporary
 # files: refuse spilling outright. Operators can override through the environment.
-EMBEDDED_ENV = {"SAIL_RUNTIME__TEMPORARY_FILES__MAX_SIZE": "0"}
+# Its own log lines go to stderr (stdout is Fivetran's JSON log); keep them to warnings.
+EMBEDDED_ENV = {"SAIL_RUNTIME__TEMPORARY_FILES__MAX_SIZE": "0", "RUST_LOG": "warn"}
 
 SESSION_CONF = {
     # Timestamps in SQL literals and results are UTC; Fivetran's UTC_DATETIME is UTC.
