@@ -46,8 +46,9 @@ import grpc  # noqa: E402
 import psutil  # noqa: E402
 
 import bench_data as bd  # noqa: E402
-from server._proto import common_pb2, destination_sdk_pb2 as pb, destination_sdk_pb2_grpc  # noqa: E402
-from server.model import FivetranType, TableSchema  # noqa: E402
+from server._proto import destination_sdk_pb2 as pb, destination_sdk_pb2_grpc  # noqa: E402
+from server.model import TableSchema  # noqa: E402
+from server.protocol import table_to_proto  # noqa: E402
 
 DATA_ROOT = ROOT / "bench-data"
 DOCS = ROOT / "docs"
@@ -222,17 +223,6 @@ class Server:
         self._log.close()
 
 
-def table_proto(t: TableSchema) -> common_pb2.Table:
-    out = common_pb2.Table(name=t.name)
-    for c in t.columns:
-        col = out.columns.add(name=c.name, type=int(c.type), primary_key=c.primary_key)
-        if c.type == FivetranType.DECIMAL:
-            p, s = c.decimal_params()
-            col.params.decimal.precision = p
-            col.params.decimal.scale = s
-    return out
-
-
 def file_params() -> pb.FileParams:
     return pb.FileParams(compression=int(bd.PARAMS.compression), encryption=int(bd.PARAMS.encryption),
                          null_string=bd.NULL_STRING, unmodified_string=bd.UNMOD_STRING)
@@ -262,7 +252,7 @@ def _call(fn, req, what: str, label: str):
 
 def write_batch(stub, table: TableSchema, *, replace=(), update=(), delete=(), label="WriteBatch"):
     req = pb.WriteBatchRequest(
-        schema_name=SCHEMA, table=table_proto(table),
+        schema_name=SCHEMA, table=table_to_proto(table),
         keys={f.path: f.key_bytes() for f in (*replace, *update, *delete)},
         replace_files=[f.path for f in replace], update_files=[f.path for f in update],
         delete_files=[f.path for f in delete], file_params=file_params())
@@ -271,7 +261,7 @@ def write_batch(stub, table: TableSchema, *, replace=(), update=(), delete=(), l
 
 def write_history_batch(stub, table: TableSchema, *, earliest=(), replace=(), label="WriteHistoryBatch"):
     req = pb.WriteHistoryBatchRequest(
-        schema_name=SCHEMA, table=table_proto(table),
+        schema_name=SCHEMA, table=table_to_proto(table),
         keys={f.path: f.key_bytes() for f in (*earliest, *replace)},
         earliest_start_files=[f.path for f in earliest], replace_files=[f.path for f in replace],
         file_params=file_params())
@@ -279,7 +269,7 @@ def write_history_batch(stub, table: TableSchema, *, earliest=(), replace=(), la
 
 
 def create_table(stub, table: TableSchema) -> None:
-    _call(stub.CreateTable, pb.CreateTableRequest(schema_name=SCHEMA, table=table_proto(table)),
+    _call(stub.CreateTable, pb.CreateTableRequest(schema_name=SCHEMA, table=table_to_proto(table)),
           f"CreateTable {table.name}", "CreateTable")
 
 
