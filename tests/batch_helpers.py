@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import itertools
-import os
 import random
 from pathlib import Path
 
-from batch_files import NULL, UNMODIFIED, format_value, new_key, write_batch_file
+from batch_files import UNMODIFIED, format_value, new_key, write_batch_file
 from server._proto import destination_sdk_pb2 as pb
 from server.batch_reader import Compression, Encryption
 from server.model import FivetranType

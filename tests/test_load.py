@@ -15,10 +15,9 @@ import time
 import grpc
 import psutil
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from batch_helpers import batch_file, write_request
-from conftest import ROOT, RunningServer, free_port
+from conftest import RunningServer, free_port
 from delta_read import read_delta_table
 from rpc_helpers import col, table
 from server._proto import destination_sdk_pb2 as pb
@@ -168,7 +167,7 @@ def _wait_port(port, timeout=30):
 
 def test_remote_engine_restart_is_retried_and_outage_reported(tmp_path):
     """A remote Spark Connect engine (Sail in its own process) restarts between requests: the next
-    request succeeds; while it is down, requests fail with UNAVAILABLE and health says NOT_SERVING."""
+    request succeeds; while it is down, requests fail with UNAVAILABLE naming the engine."""
     port = free_port()
     log = open(tmp_path / "sail.log", "ab")
     engine = _start_sail(port, log)

@@ -5,7 +5,6 @@ import datetime as dt
 import os
 
 import grpc
-import pytest
 
 from batch_helpers import batch_file, write_request
 from delta_read import delta_version, read_delta_table

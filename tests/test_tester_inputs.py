@@ -24,7 +24,7 @@ from decimal import Decimal
 import pytest
 
 from conftest import TESTER_INPUTS
-from server.model import Column, FivetranType as FT, TableSchema
+from server.model import Column, FivetranType as FT
 
 import tester_client as tc
 

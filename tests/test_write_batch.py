@@ -1,7 +1,6 @@
 """WriteBatch and Truncate through real gRPC, real encrypted batch files, real Delta tables."""
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import os
 import threading
@@ -10,7 +9,6 @@ from decimal import Decimal
 import grpc
 import pytest
 
-from batch_files import UNMODIFIED
 from batch_helpers import batch_file, write_request
 from delta_read import delta_version, read_delta_table
 from rpc_helpers import col, expect_error, table, ts
@@ -167,7 +165,7 @@ def test_bad_input_leaves_table_unchanged(stub, server, unique_schema, tmp_path,
         files = [batch_file(tmp_path, extra, [dict(row(7), not_there="SECRET-VALUE-7")])]
     elif case == "malformed_csv":
         from batch_files import new_key
-        import io, zstandard
+        import zstandard
         from cryptography.hazmat.primitives import padding
         from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
         key, iv = new_key(), os.urandom(16)

@@ -25,7 +25,7 @@ from ..batch_reader import BatchData, FileParams, read_batch_file
 from ..config import Settings, is_url
 from ..errors import MissingKey, SchemaMismatch, ValueConversionError
 from ..model import TableSchema
-from ..names import quote_ident, quote_string
+from ..names import quote_ident
 from ..type_mapping import arrow_type, spark_type
 from .spark_errors import run_engine
 from .tables import TableEngine, TableRef, locate
