@@ -5,7 +5,7 @@ WORKDIR /app
 RUN apt-get update && apt-get install -y --no-install-recommends make && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml Makefile README.md ./
 COPY proto ./proto
-COPY server ./server
+COPY delta_destination ./delta_destination
 # Build the venv and generate the gRPC stubs from proto/ exactly as `make` does locally.
 RUN make install PYTHON=python3.11 && mkdir -p /data/warehouse
 

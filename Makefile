@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PROTO_OUT := server/_proto
+PROTO_OUT := delta_destination/fivetran/_proto
 PORT ?= 50052
 WAREHOUSE ?= ./warehouse
 

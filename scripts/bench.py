@@ -7,7 +7,7 @@
 
 Workload files are generated once per (seed, scale) under bench-data/ (encrypted
 zstd CSV in Fivetran's conventions, see scripts/bench_data.py) and reused.  The
-server runs as a subprocess (`python -m server.main`) on a free port with its own
+server runs as a subprocess (`python -m delta_destination.fivetran.main`) on a free port with its own
 temporary warehouse; its RSS (process + children) is sampled every 0.1 s and each
 RPC is timed.  The baseline (scripts/bench_baseline.py) applies the identical
 files with server.batch_reader + delta-rs in a separate worker process, sampled
@@ -46,9 +46,9 @@ import grpc  # noqa: E402
 import psutil  # noqa: E402
 
 import bench_data as bd  # noqa: E402
-from server._proto import destination_sdk_pb2 as pb, destination_sdk_pb2_grpc  # noqa: E402
-from server.model import TableSchema  # noqa: E402
-from server.protocol import table_to_proto  # noqa: E402
+from delta_destination.fivetran._proto import destination_sdk_pb2 as pb, destination_sdk_pb2_grpc  # noqa: E402
+from delta_destination.core.model import TableSchema  # noqa: E402
+from delta_destination.fivetran.convert import table_to_proto  # noqa: E402
 
 DATA_ROOT = ROOT / "bench-data"
 DOCS = ROOT / "docs"
@@ -180,7 +180,7 @@ class Server:
         self.warehouse = warehouse
         self.log_path = log_path
         self._log = open(log_path, "ab")
-        cmd = command or [sys.executable, "-m", "server.main"]
+        cmd = command or [sys.executable, "-m", "delta_destination.fivetran.main"]
         self.proc = subprocess.Popen([*cmd, "--port", str(self.port), "--warehouse", str(warehouse)], cwd=ROOT,
                                      stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
@@ -836,7 +836,7 @@ def machine_facts() -> dict:
     try:
         git["head"] = subprocess.run(["git", "log", "-1", "--format=%h %s"], cwd=ROOT, capture_output=True,
                                      text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "server"], cwd=ROOT, capture_output=True,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "delta_destination"], cwd=ROOT, capture_output=True,
                                text=True, timeout=10).stdout.split("\n")
         git["server_changes"] = [ln[3:] for ln in dirty if ln.strip()]
     except (OSError, subprocess.SubprocessError):

@@ -51,7 +51,7 @@ class Baseline:
         """All files of one request -> (values Table, unmodified Table or None)."""
         import pyarrow as pa
 
-        from server.batch_reader import read_batch_file
+        from delta_destination.fivetran.batch_files import read_batch_file
 
         schema = self.tables[table_name]
         vals, unmods = [], []
@@ -70,7 +70,7 @@ class Baseline:
     def _arrow_schema(self, table_name: str):
         import pyarrow as pa
 
-        from server.type_mapping import arrow_type
+        from delta_destination.core.types import arrow_type
 
         return pa.schema([pa.field(c.name, arrow_type(c)) for c in self.tables[table_name].columns])
 
@@ -189,7 +189,7 @@ class Baseline:
 
     def compare(self, a: str, b: str, table: str) -> dict:
         """Full comparison of two Delta tables (sorted by primary key); for small runs."""
-        from delta_read import read_delta_table
+        from testkit.delta_read import read_delta_table
 
         keys = self.tables[table].primary_keys
         ta, tb = read_delta_table(a), read_delta_table(b)

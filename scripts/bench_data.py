@@ -31,9 +31,9 @@ for p in (str(_ROOT), str(_ROOT / "scripts")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-import batch_files  # noqa: E402
-from server.batch_reader import Compression, Encryption, FileParams  # noqa: E402
-from server.model import Column, FivetranType as FT, TableSchema  # noqa: E402
+from testkit import batch_files  # noqa: E402
+from delta_destination.fivetran.batch_files import Compression, Encryption, FileParams  # noqa: E402
+from delta_destination.core.model import Column, DataType as FT, TableSchema  # noqa: E402
 
 GEN_VERSION = 3
 NULL_STRING = "null-m8yilkvPsNulehxl2G6pmSQ3G3WWdLP"

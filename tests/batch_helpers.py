@@ -5,10 +5,10 @@ import itertools
 import random
 from pathlib import Path
 
-from batch_files import UNMODIFIED, format_value, new_key, write_batch_file
-from server._proto import destination_sdk_pb2 as pb
-from server.batch_reader import Compression, Encryption
-from server.model import FivetranType
+from testkit.batch_files import UNMODIFIED, format_value, new_key, write_batch_file
+from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.fivetran.batch_files import Compression, Encryption
+from delta_destination.core.model import DataType
 
 NULL_STRING = "null-m8yilkvPsNulehxl2G6pmSQ3G3WWdLP"
 UNMOD_STRING = "unmod-NcK9NIjPUutCsz4mjOQQztbnwnE1sY3"
@@ -16,7 +16,7 @@ _counter = itertools.count()
 
 
 def _types(table_proto):
-    return {c.name: FivetranType(c.type) for c in table_proto.columns}
+    return {c.name: DataType(c.type) for c in table_proto.columns}
 
 
 def batch_file(tmp_path: Path, table_proto, rows, *, columns=None, kind="replace", compression=Compression.ZSTD,

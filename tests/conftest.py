@@ -2,87 +2,10 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-import grpc
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from server._proto import destination_sdk_pb2_grpc  # noqa: E402
-
-SHARED = ROOT.parent / "shared"
-TESTER_INPUTS = SHARED / "fivetran-sdk-v2" / "tester-inputs"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RunningServer:
-    """A destination server subprocess, as Fivetran would launch it."""
-
-    def __init__(self, warehouse: Path, log_path: Path, extra_args=(), env=None):
-        self.port = free_port()
-        self.warehouse = warehouse
-        self.log_path = log_path
-        self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.main", "--port", str(self.port), "--warehouse", str(warehouse), *extra_args],
-            cwd=ROOT,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-        )
-        self.channel = grpc.insecure_channel(
-            f"127.0.0.1:{self.port}",
-            options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
-        )
-        self.stub = destination_sdk_pb2_grpc.DestinationConnectorStub(self.channel)
-        self._wait_ready()
-
-    def _wait_ready(self, timeout=60.0):
-        from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-        health = health_pb2_grpc.HealthStub(self.channel)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log_text()[-3000:]}")
-            try:
-                r = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
-                if r.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("server did not become healthy: " + self.log_text()[-3000:])
-
-    def log_text(self) -> str:
-        self._log.flush()
-        return Path(self.log_path).read_text(errors="replace")
-
-    def stop(self, sig=None):
-        import signal
-
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig or signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.channel.close()
-        self._log.close()
-
+from testkit.server_process import RunningServer
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):

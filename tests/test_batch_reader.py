@@ -21,13 +21,14 @@ import zstandard
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from batch_files import NULL, UNMODIFIED, _open_sink, format_value, new_key, write_batch_file
-from server import batch_reader as br
-from server import errors
-from server.batch_reader import (
+from testkit.batch_files import NULL, UNMODIFIED, _open_sink, format_value, new_key, write_batch_file
+from delta_destination.core import types as br
+from delta_destination.core import errors
+from delta_destination.fivetran.batch_files import errors as file_errors
+from delta_destination.fivetran.batch_files import (
     BatchData, Compression, Encryption, FileFormat, FileParams, open_plaintext, read_batch_file,
 )
-from server.model import Column, FivetranType as FT, TableSchema
+from delta_destination.core.model import Column, DataType as FT, TableSchema
 
 NUL = "__null__"
 UNM = "__unmodified__"
@@ -363,9 +364,12 @@ def test_single_column_empty_value(tmp_path):
 
 def test_multi_batch_row_numbers_and_small_chunks(tmp_path, monkeypatch):
     """Small blocks/chunks: many record batches, chunked decrypt/decompress, rows counted across batches."""
-    monkeypatch.setattr(br, "CSV_BLOCK", 4096)
-    monkeypatch.setattr(br, "CHUNK", 1000)
-    monkeypatch.setattr(br, "ZSTD_IN_CHUNK", 100)
+    from delta_destination.fivetran.batch_files import csv_reader, streams
+
+    monkeypatch.setattr(csv_reader, "CSV_BLOCK", 4096)
+    monkeypatch.setattr(csv_reader, "CHUNK", 1000)
+    monkeypatch.setattr(streams, "CHUNK", 1000)
+    monkeypatch.setattr(streams, "ZSTD_IN_CHUNK", 100)
     key = new_key()
     table = table_of(Column("s", FT.STRING), Column("b", FT.BINARY), Column("n", FT.SHORT))
     rows = [[str(i), f"row {i}\nline, \"{i}\"", format_value(FT.BINARY, str(i)), str(i % 30000)] for i in range(3000)]
@@ -419,7 +423,7 @@ def test_wrong_key(tmp_path):
     path.write_bytes(aes_raw(k1, iv, padder.update(CSV_BODY) + padder.finalize()))
     table = table_of(Column("s", FT.STRING))
     assert read(str(path), table, key=k1).values.column("s").to_pylist() == ["secret-value"]
-    msg = raises(errors.DecryptionError, lambda: read(str(path), table, key=k2), not_in=["secret-value"])
+    msg = raises(file_errors.DecryptionError, lambda: read(str(path), table, key=k2), not_in=["secret-value"])
     assert k2.hex() not in msg and "wrong key" in msg
 
 
@@ -427,21 +431,21 @@ def test_wrong_random_key_is_a_batch_file_error(tmp_path):
     key = new_key()
     path = write(tmp_path, ["id", "s"], [["1", "secret-value"]], key=key, compression=Compression.ZSTD)
     for _ in range(3):
-        raises(errors.BatchFileError, lambda: read(path, table_of(Column("s", FT.STRING)), key=new_key(),
+        raises(file_errors.BatchFileError, lambda: read(path, table_of(Column("s", FT.STRING)), key=new_key(),
                                                    compression=Compression.ZSTD), not_in=["secret-value"])
 
 
 def test_missing_key(tmp_path):
     key = new_key()
     path = write(tmp_path, ["id"], [["1"]], key=key)
-    with pytest.raises(errors.MissingKey):
+    with pytest.raises(file_errors.MissingKey):
         read_batch_file(path, None, params(key=key), table_of(), allow_unmodified=False)
 
 
 @pytest.mark.parametrize("bad_key", [b"x" * 16, b"x" * 31, b"x" * 33, b""])
 def test_short_or_long_key(tmp_path, bad_key):
     path = write(tmp_path, ["id"], [["1"]], key=new_key())
-    raises(errors.DecryptionError, lambda: read(path, table_of(), key=bad_key), match="32 bytes")
+    raises(file_errors.DecryptionError, lambda: read(path, table_of(), key=bad_key), match="32 bytes")
 
 
 @pytest.mark.parametrize("cut", [1, 5, 15])
@@ -449,14 +453,14 @@ def test_truncated_ciphertext(tmp_path, cut):
     key = new_key()
     path = Path(write(tmp_path, ["id"], [[str(i)] for i in range(100)], key=key))
     path.write_bytes(path.read_bytes()[:-cut])
-    raises(errors.DecryptionError, lambda: read(str(path), table_of(), key=key), match="truncated or corrupt")
+    raises(file_errors.DecryptionError, lambda: read(str(path), table_of(), key=key), match="truncated or corrupt")
 
 
 @pytest.mark.parametrize("size", [0, 10, 16, 17, 31])
 def test_ciphertext_too_short(tmp_path, size):
     path = tmp_path / "short.csv"
     path.write_bytes(b"\x01" * size)
-    raises(errors.DecryptionError, lambda: read(str(path), table_of(), key=new_key()), match="truncated or corrupt")
+    raises(file_errors.DecryptionError, lambda: read(str(path), table_of(), key=new_key()), match="truncated or corrupt")
 
 
 @pytest.mark.parametrize("last_block", [
@@ -468,7 +472,7 @@ def test_bad_padding(tmp_path, last_block):
     key = new_key()
     path = tmp_path / "pad.csv"
     path.write_bytes(aes_raw(key, bytes(16), last_block))
-    raises(errors.DecryptionError, lambda: read(str(path), table_of(), key=key), match="bad padding")
+    raises(file_errors.DecryptionError, lambda: read(str(path), table_of(), key=key), match="bad padding")
 
 
 def test_padding_zero_bytes_are_data(tmp_path):
@@ -489,16 +493,16 @@ def test_zero_byte_file(tmp_path):
     path = tmp_path / "empty.csv"
     path.write_bytes(b"")
     table = table_of()
-    raises(errors.CsvFormatError, lambda: read(str(path), table), match="empty file: no header")
-    raises(errors.DecompressionError, lambda: read(str(path), table, compression=Compression.ZSTD))
-    raises(errors.DecompressionError, lambda: read(str(path), table, compression=Compression.GZIP))
-    raises(errors.DecryptionError, lambda: read(str(path), table, key=new_key()))
+    raises(file_errors.CsvFormatError, lambda: read(str(path), table), match="empty file: no header")
+    raises(file_errors.DecompressionError, lambda: read(str(path), table, compression=Compression.ZSTD))
+    raises(file_errors.DecompressionError, lambda: read(str(path), table, compression=Compression.GZIP))
+    raises(file_errors.DecryptionError, lambda: read(str(path), table, key=new_key()))
 
 
 def test_empty_plaintext_after_decompression(tmp_path):
     for comp in (Compression.ZSTD, Compression.GZIP):
         path = write_raw(tmp_path, b"", compression=comp, name=f"e{comp.name}")
-        raises(errors.CsvFormatError, lambda: read(path, table_of(), compression=comp), match="empty file")
+        raises(file_errors.CsvFormatError, lambda: read(path, table_of(), compression=comp), match="empty file")
 
 
 @pytest.mark.parametrize("encrypted", [False, True])
@@ -507,10 +511,10 @@ def test_corrupted_zstd(tmp_path, encrypted):
     body = zstandard.ZstdCompressor().compress(CSV_BODY * 100)
     bad = b"\x00\x01\x02\x03" + body[4:]  # wrong magic number
     path = write_raw(tmp_path, bad, key=key)
-    raises(errors.DecompressionError, lambda: read(path, table_of(Column("s", FT.STRING)), key=key,
+    raises(file_errors.DecompressionError, lambda: read(path, table_of(Column("s", FT.STRING)), key=key,
                                                    compression=Compression.ZSTD), not_in=["secret-value"])
     trailing = write_raw(tmp_path, body + b"garbage!", key=key, name="trailing")
-    raises(errors.DecompressionError, lambda: read(trailing, table_of(Column("s", FT.STRING)), key=key,
+    raises(file_errors.DecompressionError, lambda: read(trailing, table_of(Column("s", FT.STRING)), key=key,
                                                    compression=Compression.ZSTD))
 
 
@@ -522,7 +526,7 @@ def test_truncated_zstd(tmp_path, where, encrypted):
         b"id,s\n" + b"".join(b"%d,secret-value %d\n" % (i, i) for i in range(2000)))
     cut = {"minus1": len(body) - 1, "half": len(body) // 2, "header": 5}[where]
     path = write_raw(tmp_path, body[:cut], key=key)
-    raises(errors.DecompressionError, lambda: read(path, table_of(Column("s", FT.STRING)), key=key,
+    raises(file_errors.DecompressionError, lambda: read(path, table_of(Column("s", FT.STRING)), key=key,
                                                    compression=Compression.ZSTD),
            not_in=["secret-value"], match="truncated")
 
@@ -531,26 +535,26 @@ def test_truncated_zstd(tmp_path, where, encrypted):
 def test_truncated_gzip(tmp_path, cut):
     body = gzip.compress(b"id,s\n" + b"".join(b"%d,v%d\n" % (i, i) for i in range(2000)))
     path = write_raw(tmp_path, body[:-cut])
-    raises(errors.DecompressionError, lambda: read(path, table_of(Column("s", FT.STRING)),
+    raises(file_errors.DecompressionError, lambda: read(path, table_of(Column("s", FT.STRING)),
                                                    compression=Compression.GZIP))
 
 
 def test_corrupted_gzip(tmp_path):
     body = gzip.compress(CSV_BODY * 50)
     path = write_raw(tmp_path, b"XX" + body[2:])
-    raises(errors.DecompressionError, lambda: read(path, table_of(Column("s", FT.STRING)),
+    raises(file_errors.DecompressionError, lambda: read(path, table_of(Column("s", FT.STRING)),
                                                    compression=Compression.GZIP))
     # corrupt deflate data / CRC
     flipped = bytearray(body)
     flipped[len(flipped) // 2] ^= 0xFF
     path = write_raw(tmp_path, bytes(flipped), name="flip")
-    raises(errors.DecompressionError, lambda: read(path, table_of(Column("s", FT.STRING)),
+    raises(file_errors.DecompressionError, lambda: read(path, table_of(Column("s", FT.STRING)),
                                                    compression=Compression.GZIP), not_in=["secret-value"])
 
 
 def test_plain_file_read_as_zstd(tmp_path):
     path = write_raw(tmp_path, CSV_BODY)
-    raises(errors.DecompressionError, lambda: read(path, table_of(Column("s", FT.STRING)),
+    raises(file_errors.DecompressionError, lambda: read(path, table_of(Column("s", FT.STRING)),
                                                    compression=Compression.ZSTD))
 
 
@@ -561,12 +565,12 @@ def test_plain_file_read_as_zstd(tmp_path):
 
 def test_duplicate_header(tmp_path):
     path = write_raw(tmp_path, b"id,s,s\n1,a,b\n")
-    raises(errors.CsvFormatError, lambda: read(path, table_of(Column("s", FT.STRING))), match="duplicate")
+    raises(file_errors.CsvFormatError, lambda: read(path, table_of(Column("s", FT.STRING))), match="duplicate")
 
 
 def test_empty_header_name(tmp_path):
     path = write_raw(tmp_path, b"id,,s\n1,a,b\n")
-    raises(errors.CsvFormatError, lambda: read(path, table_of(Column("s", FT.STRING))), match="empty column name")
+    raises(file_errors.CsvFormatError, lambda: read(path, table_of(Column("s", FT.STRING))), match="empty column name")
 
 
 def test_unknown_column(tmp_path):
@@ -582,27 +586,27 @@ def test_unknown_column(tmp_path):
 ])
 def test_wrong_number_of_fields(tmp_path, body, what):
     path = write_raw(tmp_path, body)
-    raises(errors.CsvFormatError, lambda: read(path, table_of(Column("s", FT.STRING))),
+    raises(file_errors.CsvFormatError, lambda: read(path, table_of(Column("s", FT.STRING))),
            not_in=["secret-value", "extra-secret", "c-secret"], match=re.escape(what))
 
 
 @pytest.mark.parametrize("col", [Column("s", FT.STRING), Column("s", FT.INT)], ids=["string", "int"])
 def test_unterminated_quote(tmp_path, col):
     path = write_raw(tmp_path, b'id,s\n1,"secret-value\n2,3\n')
-    raises(errors.CsvFormatError, lambda: read(path, table_of(col)), not_in=["secret-value"],
+    raises(file_errors.CsvFormatError, lambda: read(path, table_of(col)), not_in=["secret-value"],
            match="unterminated quote")
 
 
 def test_invalid_utf8(tmp_path):
     path = write_raw(tmp_path, b"id,s\n1,secret-value\xff\xfe\n")
-    raises(errors.CsvFormatError, lambda: read(path, table_of(Column("s", FT.STRING))),
+    raises(file_errors.CsvFormatError, lambda: read(path, table_of(Column("s", FT.STRING))),
            not_in=["secret-value"], match="invalid UTF-8")
 
 
 def test_invalid_utf8_in_encrypted_compressed(tmp_path):
     key = new_key()
     path = write_raw(tmp_path, b"id,s\n1,ok\n2,\xc3\x28\n", key=key, compression=Compression.GZIP)
-    raises(errors.CsvFormatError, lambda: read(path, table_of(Column("s", FT.STRING)), key=key,
+    raises(file_errors.CsvFormatError, lambda: read(path, table_of(Column("s", FT.STRING)), key=key,
                                                compression=Compression.GZIP), match="invalid UTF-8")
 
 
@@ -684,13 +688,17 @@ def test_earliest_bad_row_across_checks(tmp_path, col, early, late):
 
 def test_invalid_utf8_in_header(tmp_path):
     path = write_raw(tmp_path, b"id,s\xff\n1,a\n")
-    raises(errors.CsvFormatError, lambda: read(path, table_of(Column("s", FT.STRING))), match="invalid UTF-8")
+    raises(file_errors.CsvFormatError, lambda: read(path, table_of(Column("s", FT.STRING))), match="invalid UTF-8")
 
 
-def test_errors_are_batch_file_errors():
-    for cls in (errors.MissingKey, errors.DecryptionError, errors.DecompressionError, errors.CsvFormatError,
-                errors.ValueConversionError, errors.ParquetFormatError):
-        assert issubclass(cls, errors.BatchFileError)
+def test_errors_are_typed_input_errors():
+    """File-stage errors are BatchFileErrors; a value that does not fit is the core's
+    ValueConversionError (shared by every door); all are invalid input (INVALID_ARGUMENT)."""
+    for cls in (file_errors.MissingKey, file_errors.DecryptionError, file_errors.DecompressionError, file_errors.CsvFormatError,
+                file_errors.ParquetFormatError):
+        assert issubclass(cls, file_errors.BatchFileError)
+    for cls in (file_errors.BatchFileError, errors.ValueConversionError, errors.SchemaMismatch):
+        assert issubclass(cls, errors.InvalidRequest)
 
 
 # ----------------------------------------------------------------------------
@@ -785,11 +793,11 @@ def test_parquet_typed_timestamps_and_wrong_types(tmp_path):
 def test_parquet_errors(tmp_path):
     t = table_of(Column("s", FT.STRING))
     path = write_raw(tmp_path, b"PAR1 this is not parquet", name="bad.parquet")
-    raises(errors.ParquetFormatError, lambda: read(path, t, fmt=FileFormat.PARQUET))
+    raises(file_errors.ParquetFormatError, lambda: read(path, t, fmt=FileFormat.PARQUET))
     path = _write_pq(tmp_path, pa.table({"id": [1], "nope": ["x"]}), name="unk.parquet")
     raises(errors.SchemaMismatch, lambda: read(path, t, fmt=FileFormat.PARQUET), match="'nope'")
     key = new_key()
     path = _write_pq(tmp_path, pa.table({"s": ["x"]}), name="enc.parquet", key=key)
     assert read(path, t, key=key, fmt=FileFormat.PARQUET).values.column("s").to_pylist() == ["x"]
-    raises(errors.MissingKey, lambda: read_batch_file(path, None, params(key=key, fmt=FileFormat.PARQUET), t,
+    raises(file_errors.MissingKey, lambda: read_batch_file(path, None, params(key=key, fmt=FileFormat.PARQUET), t,
                                                       allow_unmodified=False))

@@ -48,10 +48,10 @@ import grpc
 import pytest
 
 from batch_helpers import batch_file, write_request
-from conftest import RunningServer
-from delta_read import read_delta_table
+from testkit.server_process import RunningServer
+from testkit.delta_read import read_delta_table
 from rpc_helpers import col, columns_of, table, ts
-from server._proto import destination_sdk_pb2 as pb
+from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 3, 1, tzinfo=UTC)

@@ -34,10 +34,10 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from batch_files import _open_sink, write_batch_file
-from server import errors
-from server.batch_reader import BatchData, Compression, Encryption, FileFormat, FileParams, read_batch_file
-from server.model import Column, FivetranType as FT, TableSchema
+from testkit.batch_files import _open_sink, write_batch_file
+from delta_destination.core import errors
+from delta_destination.fivetran.batch_files import BatchData, Compression, Encryption, FileFormat, FileParams, read_batch_file
+from delta_destination.core.model import Column, DataType as FT, TableSchema
 
 HANG_SECONDS = 120           # hard limit per example: the process is killed with a stack dump
 DEADLINE_MS = 20_000         # hypothesis's soft per-example deadline (a loaded 2-core machine)
@@ -348,12 +348,12 @@ del _prop, _strats, _n, _slow, _t
 
 def test_property_rejects_foreign_exceptions(workdir, monkeypatch):
     """The harness itself: an exception that is not a DestinationError fails the property."""
-    import server.batch_reader as br
+    from delta_destination.fivetran import batch_files as br
 
     def boom(*a, **k):
         raise ValueError("not typed")
 
-    monkeypatch.setattr(br, "_read_csv", boom)
+    monkeypatch.setattr(br, "read_csv", boom)
     monkeypatch.setitem(_VARIANT, "suffix", "")
     path = os.path.join(workdir, "x.csv")
     with open(path, "wb") as f:

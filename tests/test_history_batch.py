@@ -7,9 +7,9 @@ import grpc
 import pytest
 
 from batch_helpers import batch_file, write_request
-from delta_read import delta_version, read_delta_table
+from testkit.delta_read import delta_version, read_delta_table
 from rpc_helpers import col, expect_error, table
-from server._proto import destination_sdk_pb2 as pb
+from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 
 UTC = dt.timezone.utc
 MAX = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
@@ -106,7 +106,7 @@ def test_update_without_any_previous_version_is_ignored(stub, server, hist, tmp_
 def test_several_updates_of_one_key_chain_and_fill(stub, server, hist, tmp_path):
     assert stub.WriteHistoryBatch(history_request(hist, tmp_path, replace=[version(1, t(1), name="a", amount=1.0)])).success
     cols = ["id", "name", "amount", "_fivetran_start", "_fivetran_end", "_fivetran_active", "_fivetran_synced"]
-    from batch_files import UNMODIFIED
+    from testkit.batch_files import UNMODIFIED
     ups = [
         {"id": 1, "name": "b", "amount": UNMODIFIED, "_fivetran_start": t(2), "_fivetran_end": MAX, "_fivetran_active": True, "_fivetran_synced": t(2)},
         {"id": 1, "name": UNMODIFIED, "amount": 3.0, "_fivetran_start": t(3), "_fivetran_end": MAX, "_fivetran_active": True, "_fivetran_synced": t(3)},

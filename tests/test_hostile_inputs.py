@@ -31,13 +31,13 @@ import pytest
 import zstandard
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from batch_files import _open_sink, new_key
+from testkit.batch_files import _open_sink, new_key
 from batch_helpers import NULL_STRING, UNMOD_STRING, batch_file, write_request
-from conftest import RunningServer
-from delta_read import delta_version, read_delta_table
+from testkit.server_process import RunningServer
+from testkit.delta_read import delta_version, read_delta_table
 from rpc_helpers import col, table, ts
-from server._proto import common_pb2, destination_sdk_pb2 as pb
-from server.batch_reader import Compression, Encryption
+from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
+from delta_destination.fivetran.batch_files import Compression, Encryption
 
 SC = grpc.StatusCode
 TASK = "TASK"  # a response carrying a Task (an error the customer must fix) instead of a gRPC status

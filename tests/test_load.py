@@ -17,10 +17,10 @@ import psutil
 import pytest
 
 from batch_helpers import batch_file, write_request
-from conftest import RunningServer, free_port
-from delta_read import read_delta_table
+from testkit.server_process import RunningServer, free_port
+from testkit.delta_read import read_delta_table
 from rpc_helpers import col, table
-from server._proto import destination_sdk_pb2 as pb
+from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 
 T0 = dt.datetime(2024, 6, 1, tzinfo=dt.timezone.utc)
 
@@ -172,7 +172,7 @@ def test_remote_engine_restart_is_retried_and_outage_reported(tmp_path):
     log = open(tmp_path / "sail.log", "ab")
     engine = _start_sail(port, log)
     _wait_port(port)
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log", extra_args=("--spark-remote", f"sc://127.0.0.1:{port}"))
+    srv = RunningServer(tmp_path / "wh", tmp_path / "log", extra_args=("--engine", "sail", "--spark-remote", f"sc://127.0.0.1:{port}"))
     try:
         t = _table("r")
         assert srv.stub.CreateTable(pb.CreateTableRequest(schema_name="s", table=t)).success

@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-import tester_client as tc
-from conftest import TESTER_INPUTS, RunningServer
-from delta_read import read_delta_table
-from server._proto import destination_sdk_pb2 as pb
-from server.batch_reader import Compression, FileFormat
+from testkit import tester as tc
+from testkit.server_process import TESTER_INPUTS, RunningServer
+from testkit.delta_read import read_delta_table
+from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.fivetran.batch_files import Compression, FileFormat
 
 INPUT_FILES = sorted(p.relative_to(TESTER_INPUTS).as_posix() for p in TESTER_INPUTS.rglob("*.json"))
 

@@ -8,8 +8,8 @@ import grpc
 import pytest
 
 from rpc_helpers import col, columns_of, describe, expect_error, table, ts
-from delta_read import delta_version, read_delta_table
-from server._proto import common_pb2, destination_sdk_pb2 as pb
+from testkit.delta_read import delta_version, read_delta_table
+from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 
 ALL_TYPES = [
     ("b", "BOOLEAN"), ("s", "SHORT"), ("i", "INT"), ("l", "LONG"), ("f", "FLOAT"), ("d", "DOUBLE"),

@@ -32,13 +32,13 @@ import psutil
 import pytest
 import zstandard
 
-from batch_files import new_key, write_batch_file
+from testkit.batch_files import new_key, write_batch_file
 from batch_helpers import NULL_STRING, UNMOD_STRING, batch_file, write_request
-from conftest import ROOT, RunningServer
-from delta_read import delta_version, read_delta_table
+from testkit.server_process import ROOT, RunningServer
+from testkit.delta_read import delta_version, read_delta_table
 from rpc_helpers import col, table
-from server._proto import common_pb2, destination_sdk_pb2 as pb
-from server.batch_reader import Compression
+from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
+from delta_destination.fivetran.batch_files import Compression
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 5, 1, 12, 0, tzinfo=UTC)

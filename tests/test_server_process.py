@@ -10,10 +10,10 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from batch_helpers import batch_file, write_request
-from conftest import RunningServer
-from delta_read import read_delta_table
+from testkit.server_process import RunningServer
+from testkit.delta_read import read_delta_table
 from rpc_helpers import col, table
-from server._proto import destination_sdk_pb2 as pb
+from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 
 
 def test_logs_are_fivetran_json_lines(server):

@@ -23,16 +23,16 @@ from decimal import Decimal
 
 import pytest
 
-from conftest import TESTER_INPUTS
-from server.model import Column, FivetranType as FT
+from testkit.server_process import TESTER_INPUTS
+from delta_destination.core.model import Column, DataType as FT
 
-import tester_client as tc
+from testkit import tester as tc
 
 INPUT_FILES = sorted(p.relative_to(TESTER_INPUTS).as_posix() for p in TESTER_INPUTS.rglob("*.json"))
 
 
 def _run(server, schema, rel, **kw):
-    from server.batch_reader import Compression
+    from delta_destination.fivetran.batch_files import Compression
 
     kw.setdefault("live_only", True)
     kw.setdefault("compression", Compression.ZSTD)
@@ -103,7 +103,7 @@ def _check_migrated(rel, live_only, result):
 
 
 def test_input_gzip(server, unique_schema):
-    from server.batch_reader import Compression
+    from delta_destination.fivetran.batch_files import Compression
 
     _assert_ok(_run(server, unique_schema, "input.json", compression=Compression.GZIP), "input.json gzip")
 
@@ -113,7 +113,7 @@ def test_input_plain_text(server, unique_schema):
 
 
 def test_input_uncompressed_plain_text(server, unique_schema):
-    from server.batch_reader import Compression
+    from delta_destination.fivetran.batch_files import Compression
 
     _assert_ok(_run(server, unique_schema, "input.json", plain_text=True, compression=Compression.OFF),
                "input.json plain, uncompressed")
@@ -305,7 +305,7 @@ class _RecordingStub:
         self.calls = []
 
     def __getattr__(self, rpc):
-        from server._proto import destination_sdk_pb2 as pb
+        from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 
         def call(request, timeout=None):
             self.calls.append((rpc, request))

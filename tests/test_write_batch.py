@@ -10,10 +10,10 @@ import grpc
 import pytest
 
 from batch_helpers import batch_file, write_request
-from delta_read import delta_version, read_delta_table
+from testkit.delta_read import delta_version, read_delta_table
 from rpc_helpers import col, expect_error, table, ts
-from server._proto import destination_sdk_pb2 as pb
-from server.batch_reader import Compression
+from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.fivetran.batch_files import Compression
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC)
@@ -164,7 +164,7 @@ def test_bad_input_leaves_table_unchanged(stub, server, unique_schema, tmp_path,
         extra = table("all_types", *ALL.columns, col("not_there", "STRING"))
         files = [batch_file(tmp_path, extra, [dict(row(7), not_there="SECRET-VALUE-7")])]
     elif case == "malformed_csv":
-        from batch_files import new_key
+        from testkit.batch_files import new_key
         import zstandard
         from cryptography.hazmat.primitives import padding
         from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes

@@ -1,0 +1,28 @@
+"""The core's API as a library: doors build change sets and call it; it plans each request
+as one Delta commit and hands it to the engine named by the request's Settings."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..engines.session import Engines
+from ..settings import Settings
+from .apply import Writer
+from .catalog import Catalog
+from .ddl import Tables
+from .history import HistoryWriter
+from .migrations import Migrator
+from .model import TableSchema
+
+
+class DeltaCore:
+    def __init__(self, engines: Engines):
+        self.engines = engines
+        self.catalog = Catalog(engines)
+        self.tables = Tables(self.catalog)
+        self.writer = Writer(self.catalog)
+        self.history = HistoryWriter(self.catalog)
+        self.migrator = Migrator(self.catalog, self.tables)
+
+    def describe(self, settings: Settings, schema: str, table: str) -> Optional[TableSchema]:
+        ref = self.catalog.locate(settings, schema, table)
+        return self.catalog.describe(self.catalog.session(settings), ref)

@@ -1,0 +1,172 @@
+"""Applying a change set: every upsert, update and delete of one request in ONE commit.
+
+The pieces are stacked into one positional merge source (see sql.py) and applied by
+one MERGE statement, or -- when no key of the batch is stored yet (initial syncs, new
+keys) -- by one plain append that rewrites nothing. One statement = one Delta commit,
+so a crash leaves the table before or after the request, and a replay converges.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import logs
+from ..engines.dialect import EngineSession
+from ..engines.errors import run_engine
+from ..settings import Settings
+from .catalog import Catalog, TableRef
+from .changes import ChangeSet, Changes, CommitResult, Op
+from .errors import SchemaMismatch, ValueConversionError
+from .model import TableSchema
+from .sql import OP_DELETE, OP_UPDATE, OP_UPSERT, insert_sql, key_probe_sql, merge_sql
+from .types import arrow_type
+
+log = logs.get(__name__)
+
+_SQL_OP = {Op.UPSERT: OP_UPSERT, Op.UPDATE: OP_UPDATE, Op.DELETE: OP_DELETE}
+
+
+def merge_keys_of(table: TableSchema, display: str) -> list[str]:
+    keys = table.merge_keys()
+    if not keys:
+        raise SchemaMismatch(f"table {display} has neither primary key nor _fivetran_id")
+    return keys
+
+
+def check_keys(part: Changes, keys: list[str]) -> None:
+    """Every key column present and never NULL (an unmodified marker in a key is NULL too)."""
+    for k in keys:
+        if k not in part.values.column_names:
+            raise SchemaMismatch(f"{part.source}: key column {k!r} is missing")
+        col = part.values.column(k)
+        if col.null_count:
+            row = pc.index(pc.is_null(col), True).as_py() + 1
+            raise ValueConversionError(f"{part.source}: key column {k!r} row {row}: NULL or unmodified key")
+
+
+def positional_arrays(part: Changes, table: TableSchema):
+    """Per table column: the typed values and the keep-stored-value flag (array, True, or None)."""
+    arrays, flags = [], []
+    n = part.num_rows
+    for c in table.columns:
+        typ = arrow_type(c)
+        if c.name in part.values.column_names:
+            arrays.append(part.values.column(c.name).cast(typ))
+            if part.keep is not None and c.name in part.keep.column_names:
+                flags.append(pc.fill_null(part.keep.column(c.name), False))
+            else:
+                flags.append(None)
+        else:
+            # Column absent: keep the stored value (NULL on insert).
+            arrays.append(pa.nulls(n, typ))
+            flags.append(True)
+        if part.op == Op.DELETE:
+            flags[-1] = None  # irrelevant: deleted rows are not updated
+    return arrays, flags
+
+
+def merge_source(changes: ChangeSet, table: TableSchema, keys: list[str]) -> pa.Table:
+    """The stacked positional source: op, c<i> values, u<i> flags where any cell keeps."""
+    cols = table.columns
+    key_set = set(keys)
+    needs_flag = [False] * len(cols)
+    pieces = []
+    for part in changes.parts:
+        arrays, flags = positional_arrays(part, table)
+        for i, f in enumerate(flags):
+            if cols[i].name in key_set:
+                continue
+            if f is True or (f is not None and pc.any(f).as_py()):
+                needs_flag[i] = True
+        pieces.append((_SQL_OP[part.op], part.num_rows, arrays, flags))
+    out = []
+    for op, n, arrays, flags in pieces:
+        names, values = ["op"], [pa.array(np.full(n, op, dtype=np.int8))]
+        for i, arr in enumerate(arrays):
+            names.append(f"c{i}")
+            values.append(arr)
+        for i, need in enumerate(needs_flag):
+            if not need:
+                continue
+            f = flags[i]
+            if f is True or f is None:
+                f = pa.array(np.full(n, f is True, dtype=np.bool_))
+            names.append(f"u{i}")
+            values.append(f)
+        out.append(pa.Table.from_arrays(values, names=names))
+    if not out:
+        return pa.table({})
+    return pa.concat_tables(out).combine_chunks()
+
+
+def check_duplicates(source: pa.Table, table: TableSchema, keys: list[str]) -> None:
+    if source.num_rows < 2:
+        return
+    idx = [f"c{table.column_names.index(k)}" for k in keys]
+    counts = source.select(idx).group_by(idx).aggregate([([], "count_all")])
+    if counts.num_rows != source.num_rows:
+        raise SchemaMismatch(
+            "the batch holds the same primary key more than once (Fivetran sends each key at most once per batch)")
+
+
+def source_ops(source: pa.Table) -> set[int]:
+    return set(pc.unique(source.column("op")).to_pylist())
+
+
+def flagged_columns(source: pa.Table) -> set[int]:
+    return {int(n[1:]) for n in source.column_names if n.startswith("u")}
+
+
+class Writer:
+    """Applies change sets to live tables (upserts, partial updates, hard deletes)."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+
+    def write(self, settings: Settings, schema: str, table_name: str,
+              read: Callable[[TableSchema], ChangeSet], what: str = "WriteBatch") -> CommitResult:
+        """`read` gets the table's current schema (under the table's lock) and returns the
+        change set in its types; the whole set is one commit."""
+        start = time.monotonic()
+        cat = self.catalog
+        ref = cat.locate(settings, schema, table_name)
+        eng = cat.session(settings)
+        with cat.locked(ref):
+            table = cat.require(eng, ref)
+            keys = merge_keys_of(table, ref.display)
+            changes = read(table)
+            for part in changes.parts:
+                check_keys(part, keys)
+            counts = dict(upserts=changes.count(Op.UPSERT), updates=changes.count(Op.UPDATE),
+                          deletes=changes.count(Op.DELETE))
+            if changes.num_rows == 0:
+                log.info(f"{what} {ref.display}: no rows, nothing to commit")
+                return CommitResult(ref.display, ref.location, **counts, seconds=time.monotonic() - start)
+            source = merge_source(changes, table, keys)
+            check_duplicates(source, table, keys)
+            self._apply(settings, eng, ref, table, keys, source)
+        took = time.monotonic() - start
+        log.info(f"{what} {ref.display}: {counts['upserts']} upserts, {counts['updates']} updates, "
+                 f"{counts['deletes']} deletes in one commit, {took:.2f}s")
+        return CommitResult(ref.display, ref.location, **counts, committed=True, seconds=took)
+
+    def _apply(self, settings: Settings, eng: EngineSession, ref: TableRef, table: TableSchema, keys: list[str],
+               source: pa.Table) -> None:
+        name = self.catalog.sql_name(eng, ref)
+        spark = eng.spark
+        with eng.dialect.shipped(spark, self.catalog.warehouse(settings), source) as view:
+            probe = key_probe_sql(name, view, table, keys)
+            if not run_engine(f"probe keys of {ref.display}", lambda: spark.sql(probe).collect()):
+                # Fast path (initial syncs, new keys): nothing to update or delete, so a plain
+                # append of the upserts -- still one commit, no rewrite of existing files.
+                sql = insert_sql(name, view, table) if OP_UPSERT in source_ops(source) else ""
+                action = "append to"
+            else:
+                sql = merge_sql(name, view, table, keys, source_ops(source), flagged_columns(source))
+                action = "merge into"
+            if sql:
+                run_engine(f"{action} {ref.display}", lambda: spark.sql(sql).collect())

@@ -1,0 +1,170 @@
+"""Table definitions: create, alter, truncate (describe is the catalog's).
+
+Each is one Delta commit where the data changes (a type change or a dropped column is
+one overwrite commit; Sail has no type widening), plus the metadata property commit.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Optional
+
+from .. import logs
+from ..engines.dialect import EngineSession
+from ..engines.errors import run_engine
+from ..settings import Settings
+from ..warehouse import remove_failed_create
+from . import metadata
+from .catalog import Catalog, TableRef
+from .errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismatch, TableAlreadyExists
+from .model import Column, DataType, TableSchema
+from .names import check_column_name, quote_ident
+from .sql import column_defs, truncate_sql
+from .types import same_storage, spark_type, validate_decimal
+
+log = logs.get(__name__)
+
+
+def validate_columns(schema: TableSchema) -> None:
+    seen = set()
+    if not schema.columns:
+        raise InvalidRequest(f"table {schema.name!r} has no columns")
+    for c in schema.columns:
+        check_column_name(c.name)
+        if c.name.lower() in seen:  # Spark resolves column names case-insensitively
+            raise InvalidRequest(f"duplicate column {c.name!r}")
+        seen.add(c.name.lower())
+        validate_decimal(c)
+
+
+def equivalent(a: TableSchema, b: TableSchema) -> bool:
+    if [c.name for c in a.columns] != [c.name for c in b.columns]:
+        return False
+    return all(same_storage(x, y) and x.primary_key == y.primary_key for x, y in zip(a.columns, b.columns))
+
+
+def utc_ms_literal(ts: datetime) -> str:
+    """Millisecond precision, as the SDK specifies for utc_delete_before."""
+    ts = ts.astimezone(timezone.utc)
+    return ts.strftime("%Y-%m-%dT%H:%M:%S") + f".{ts.microsecond // 1000:03d}Z"
+
+
+class Tables:
+    """create / alter / truncate on the catalog's tables."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+
+    # ---- create ----------------------------------------------------------------------------
+    def create(self, settings: Settings, schema_name: str, schema: TableSchema) -> None:
+        cat = self.catalog
+        ref = cat.locate(settings, schema_name, schema.name)
+        validate_columns(schema)
+        eng = cat.session(settings)
+        with cat.locked(ref):
+            existing = cat.describe(eng, ref)
+            if existing is not None:
+                if equivalent(existing, schema):
+                    log.info(f"CreateTable {ref.display}: already exists with the same columns (replay)")
+                    return
+                raise TableAlreadyExists(f"table {ref.display} already exists with different columns")
+            remove_failed_create(ref.location)
+            cat.forget(ref)
+            props = {**eng.dialect.creation_properties(), **metadata.table_properties(schema, 1)}
+            eng.dialect.create_table(eng.spark, ref.location, column_defs(schema.columns), props)
+            cat.remember_created(ref, schema)
+            log.info(f"CreateTable {ref.display}: created with {len(schema.columns)} columns")
+
+    # ---- alter -----------------------------------------------------------------------------
+    def alter(self, settings: Settings, schema_name: str, desired: TableSchema, drop_columns: bool) -> str:
+        """Returns a short summary of what changed."""
+        cat = self.catalog
+        ref = cat.locate(settings, schema_name, desired.name)
+        validate_columns(desired)
+        eng = cat.session(settings)
+        with cat.locked(ref):
+            current = cat.require(eng, ref)
+            want = {c.name: c for c in desired.columns}
+            final: list[Column] = []
+            changed: list[str] = []
+            dropped: list[str] = []
+            for c in current.columns:
+                d = want.get(c.name)
+                if d is None:
+                    if drop_columns:
+                        dropped.append(c.name)
+                        continue
+                    final.append(c.with_(primary_key=False))  # kept, but the request's key set is authoritative
+                    continue
+                if not same_storage(c, d):
+                    changed.append(c.name)
+                final.append(d)
+            have = {c.name for c in current.columns}
+            added = [c for c in desired.columns if c.name not in have]
+            final += added
+            target = TableSchema(current.name, tuple(final))
+            if changed or dropped:
+                self.rewrite_columns(eng, ref, current, target)
+            elif added:
+                eng.dialect.add_columns(eng.spark, ref.location, [(c.name, spark_type(c)) for c in added])
+            if tuple(final) != tuple(current.columns) or cat.stored_metadata(eng, ref) is None:
+                cat.set_metadata(eng, ref, target)
+            summary = f"added {len(added)}, changed type of {len(changed)}, dropped {len(dropped)} columns"
+            log.info(f"AlterTable {ref.display}: {summary}")
+            return summary
+
+    def rewrite_columns(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema) -> None:
+        """Type changes and drops: one overwrite commit with the new schema (no type widening on Sail)."""
+        from pyspark.sql import functions as F
+
+        cur = {c.name: c for c in current.columns}
+        self.catalog.prepare_stats_for(eng, ref, current, target)
+
+        def go():
+            base = eng.spark.read.format("delta").load(ref.location)
+            cols = []
+            for c in target.columns:
+                if c.name not in cur:
+                    cols.append(F.lit(None).cast(spark_type(c)).alias(c.name))
+                elif same_storage(cur[c.name], c):
+                    cols.append(F.col(quote_ident(c.name)))
+                else:
+                    cols.append(F.col(quote_ident(c.name)).cast(spark_type(c)).alias(c.name))
+            base.select(*cols).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
+
+        changed = [c.name for c in target.columns if c.name in cur and not same_storage(cur[c.name], c)]
+        try:
+            run_engine(f"rewrite {ref.display}", go)
+        except EngineError as exc:
+            if changed and not isinstance(exc, EngineUnavailable):
+                # The rewrite is one commit, so nothing changed. A cast the stored values cannot
+                # take (text into INT, a value out of a narrower range) is the usual cause.
+                raise InvalidRequest(
+                    f"{ref.display}: the stored values of column(s) {', '.join(map(repr, changed))} cannot be "
+                    f"converted to the requested type(s); the table is unchanged"
+                ) from exc
+            raise
+        self.catalog.schema_changed(eng, ref)
+
+    # ---- truncate --------------------------------------------------------------------------
+    def truncate(self, settings: Settings, schema_name: str, table: str, synced_column: str, before: datetime,
+                 soft_deleted_column: Optional[str]) -> bool:
+        """Returns False when the table does not exist (which is not an error)."""
+        cat = self.catalog
+        ref = cat.locate(settings, schema_name, table)
+        eng = cat.session(settings)
+        with cat.locked(ref):
+            current = cat.describe(eng, ref)
+            if current is None:
+                log.info(f"Truncate {ref.display}: table does not exist, nothing to do")
+                return False
+            if current.get(synced_column or "") is None:
+                raise SchemaMismatch(f"Truncate {ref.display}: synced column {synced_column!r} does not exist")
+            if soft_deleted_column is not None:
+                deleted = current.get(soft_deleted_column)
+                if deleted is None or deleted.type != DataType.BOOLEAN:
+                    raise SchemaMismatch(
+                        f"Truncate {ref.display}: soft-delete column {soft_deleted_column!r} does not exist or is not BOOLEAN")
+            sql = truncate_sql(cat.sql_name(eng, ref), synced_column, utc_ms_literal(before), soft_deleted_column)
+            run_engine(f"truncate {ref.display}", lambda: eng.spark.sql(sql).collect())
+            log.info(f"Truncate {ref.display}: {'soft' if soft_deleted_column is not None else 'hard'} truncate done")
+            return True

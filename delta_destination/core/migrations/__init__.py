@@ -1,0 +1,77 @@
+"""Migrate (SDK v2 schema migrations): one handler family per module, dispatched here.
+
+Semantics follow Fivetran's "Schema Migration Helper Guide"
+(fivetran_partner_sdk/schema-migration-helper-service.md); common.py lists the safety
+rules every operation keeps.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from ... import logs
+from ...settings import Settings
+from ..catalog import Catalog
+from ..ddl import Tables
+from ..errors import InvalidRequest
+from .columns import ColumnMigrations
+from .history_columns import HistoryColumnMigrations
+from .operations import (
+    SUCCESS,
+    UNSUPPORTED,
+    AddColumnInHistoryMode,
+    AddColumnWithDefaultValue,
+    CopyColumn,
+    CopyTable,
+    CopyTableToHistoryMode,
+    DropColumnInHistoryMode,
+    DropTable,
+    MigrationDetails,
+    Operation,
+    RenameColumn,
+    RenameTable,
+    SyncModeMigration,
+    TableSyncModeMigration,
+    UpdateColumnValue,
+)
+from .sync_modes import SyncModeMigrations
+from .tables import TableMigrations
+
+log = logs.get(__name__)
+
+__all__ = [
+    "SUCCESS", "UNSUPPORTED", "AddColumnInHistoryMode", "AddColumnWithDefaultValue", "CopyColumn", "CopyTable",
+    "CopyTableToHistoryMode", "DropColumnInHistoryMode", "DropTable", "MigrationDetails", "Migrator", "Operation",
+    "RenameColumn", "RenameTable", "SyncModeMigration", "TableSyncModeMigration", "UpdateColumnValue",
+]
+
+
+class Migrator:
+    def __init__(self, catalog: Catalog, tables: Tables):
+        t = TableMigrations(catalog, tables)
+        c = ColumnMigrations(catalog, tables)
+        h = HistoryColumnMigrations(catalog, tables)
+        s = SyncModeMigrations(catalog, tables)
+        self._handlers: dict[type, Callable] = {
+            DropTable: t.drop_table,
+            RenameTable: t.rename_table,
+            CopyTable: t.copy_table,
+            CopyTableToHistoryMode: t.copy_table_to_history_mode,
+            RenameColumn: c.rename_column,
+            CopyColumn: c.copy_column,
+            AddColumnWithDefaultValue: c.add_column_with_default_value,
+            UpdateColumnValue: c.update_column_value,
+            AddColumnInHistoryMode: h.add_column_in_history_mode,
+            DropColumnInHistoryMode: h.drop_column_in_history_mode,
+            TableSyncModeMigration: s.table_sync_mode_migration,
+        }
+
+    def migrate(self, settings: Settings, details: MigrationDetails) -> str:
+        """Runs one migration; returns SUCCESS or UNSUPPORTED, raises typed errors."""
+        handler = self._handlers.get(type(details.operation))
+        if handler is None:
+            raise InvalidRequest("the migration request names no known operation")
+        start = time.monotonic()
+        result, summary = handler(settings, details, details.operation)
+        log.info(f"Migrate {details.schema}.{details.table}: {summary} ({time.monotonic() - start:.2f}s)")
+        return result

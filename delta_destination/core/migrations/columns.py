@@ -1,0 +1,114 @@
+"""Column migrations on live tables: rename, copy, add with a default, update a value."""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ...engines.errors import run_engine
+from ...settings import Settings
+from ..errors import SchemaMismatch
+from ..names import check_column_name, quote_ident
+from ..sql import copy_column_sql
+from ..types import same_storage, spark_type
+from .common import MigrationFamily, new_column, param_name, parse_value, read_table
+from .operations import SUCCESS, AddColumnWithDefaultValue, CopyColumn, MigrationDetails, RenameColumn, UpdateColumnValue
+
+
+class ColumnMigrations(MigrationFamily):
+    def rename_column(self, settings: Settings, d: MigrationDetails, op: RenameColumn):
+        ref = self.catalog.locate(settings, d.schema, d.table)
+        eng = self.catalog.session(settings)
+        with self.catalog.locked(ref):
+            cur = self.catalog.require(eng, ref)
+            if op.from_column == op.to_column:
+                return SUCCESS, "rename_column: same name, nothing to do"
+            old, new = cur.get(op.from_column), cur.get(op.to_column)
+            if old is None and new is not None:
+                self.catalog.tidy_metadata(eng, ref, cur)
+                return SUCCESS, f"rename_column: {op.from_column!r} is already renamed to {op.to_column!r} (replay)"
+            if old is None:
+                raise SchemaMismatch(f"rename_column: column {op.from_column!r} does not exist in {ref.display}")
+            if new is not None:
+                raise SchemaMismatch(f"rename_column: column {op.to_column!r} already exists in {ref.display}")
+            check_column_name(op.to_column)
+            target = cur.with_columns(c.with_(name=op.to_column) if c.name == op.from_column else c for c in cur.columns)
+
+            def make_df():
+                from pyspark.sql import functions as F
+
+                return read_table(eng, ref.location).select(
+                    *[F.col(quote_ident(c.name)).alias(t.name) for c, t in zip(cur.columns, target.columns)])
+
+            self.rewrite(eng, ref, cur, target, make_df)
+        return SUCCESS, f"rename_column: {op.from_column!r} renamed to {op.to_column!r} (table rewritten in one commit)"
+
+    def copy_column(self, settings: Settings, d: MigrationDetails, op: CopyColumn):
+        ref = self.catalog.locate(settings, d.schema, d.table)
+        eng = self.catalog.session(settings)
+        spark = eng.spark
+        with self.catalog.locked(ref):
+            cur = self.catalog.require(eng, ref)
+            src = cur.get(op.from_column)
+            if src is None:
+                raise SchemaMismatch(f"copy_column: column {op.from_column!r} does not exist in {ref.display}")
+            if op.from_column == op.to_column:
+                return SUCCESS, "copy_column: same column, nothing to do"
+            existing = cur.get(op.to_column)
+            if existing is not None:
+                if not same_storage(existing, src):
+                    raise SchemaMismatch(f"copy_column: column {op.to_column!r} already exists with another type")
+                sql = copy_column_sql(self.catalog.sql_name(eng, ref), op.from_column, op.to_column)
+                run_engine(f"copy column in {ref.display}", lambda: spark.sql(sql).collect())
+                return SUCCESS, f"copy_column: {op.to_column!r} exists, values copied where they differed"
+            check_column_name(op.to_column)
+            target = cur.with_columns(cur.columns + (src.with_(name=op.to_column, primary_key=False),))
+
+            def make_df():
+                from pyspark.sql import functions as F
+
+                return read_table(eng, ref.location).select(
+                    *[F.col(quote_ident(c.name)) for c in cur.columns], F.col(quote_ident(src.name)).alias(op.to_column))
+
+            self.rewrite(eng, ref, cur, target, make_df)
+        return SUCCESS, f"copy_column: {op.from_column!r} copied to new column {op.to_column!r}"
+
+    def add_column_with_default_value(self, settings: Settings, d: MigrationDetails, op: AddColumnWithDefaultValue):
+        what = "add_column_with_default_value"
+        ref = self.catalog.locate(settings, d.schema, d.table)
+        new = new_column(op.column, op.column_type)
+        eng = self.catalog.session(settings)
+        spark = eng.spark
+        with self.catalog.locked(ref):
+            cur = self.catalog.require(eng, ref)
+            existing = cur.get(new.name)
+            if existing is not None:
+                # The guide: if the column exists, still set the default on all rows. The
+                # table's type wins over the request's.
+                value = parse_value(op.default_value, existing, what)
+                self.set_all_rows(eng, settings, ref, existing, value)
+                return SUCCESS, f"{what}: column {new.name!r} exists, default set on every row"
+            value = parse_value(op.default_value, new, what)
+            target = cur.with_columns(cur.columns + (new,))
+            param = param_name(cur)
+
+            def make_df():
+                from pyspark.sql import functions as F
+
+                p = spark.createDataFrame(pa.table({param: value}))
+                return read_table(eng, ref.location).crossJoin(p).select(
+                    *[F.col(quote_ident(c.name)) for c in cur.columns],
+                    F.col(param).cast(spark_type(new)).alias(new.name))
+
+            self.rewrite(eng, ref, cur, target, make_df)
+        return SUCCESS, f"{what}: column {new.name!r} added with its default (one commit)"
+
+    def update_column_value(self, settings: Settings, d: MigrationDetails, op: UpdateColumnValue):
+        ref = self.catalog.locate(settings, d.schema, d.table)
+        eng = self.catalog.session(settings)
+        with self.catalog.locked(ref):
+            cur = self.catalog.require(eng, ref)
+            col = cur.get(op.column)
+            if col is None:
+                raise SchemaMismatch(f"update_column_value: column {op.column!r} does not exist in {ref.display}")
+            value = parse_value(op.value, col, "update_column_value")
+            self.set_all_rows(eng, settings, ref, col, value)
+        return SUCCESS, f"update_column_value: column {op.column!r} set to {'NULL' if value.null_count else 'the value'} on every row"

@@ -1,0 +1,171 @@
+"""Pure builders of the SQL the core runs: no engine, no I/O, exact strings.
+
+Sources of MERGE statements are positional (`s.c<i>` = value of table column i,
+`s.u<i>` = "keep the stored value" flag, `s.op` = the row's operation), so customer
+column names never collide with ours. Unit tests: tests/test_sql.py.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from .model import Column, TableSchema
+from .names import quote_ident as q, quote_string
+from .types import spark_type
+
+# Row operations of a change set's merge source.
+OP_UPSERT, OP_UPDATE, OP_DELETE = 0, 1, 2
+
+
+def properties_sql(props: dict[str, str]) -> str:
+    """>>> properties_sql({"a.b": "1"})
+    "'a.b' = '1'"
+    """
+    return ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in props.items())
+
+
+def column_defs(columns: Iterable[Column]) -> str:
+    """>>> column_defs([Column("id", DataType.INT), Column("a b", DataType.STRING)])
+    '`id` INT, `a b` STRING'
+    """
+    return ", ".join(f"{q(c.name)} {spark_type(c)}" for c in columns)
+
+
+def value_expr(i: int, col: Column, alias: str = "s") -> str:
+    """The source value of table column i. Arrow's naive timestamps arrive as TIMESTAMP;
+    the cast is exact in a UTC session.
+    >>> value_expr(3, Column("t", DataType.NAIVE_DATETIME))
+    'CAST(s.c3 AS TIMESTAMP_NTZ)'
+    """
+    expr = f"{alias}.c{i}"
+    if spark_type(col) == "TIMESTAMP_NTZ":
+        expr = f"CAST({expr} AS TIMESTAMP_NTZ)"
+    return expr
+
+
+def key_match(table: TableSchema, keys: Sequence[str]) -> str:
+    """>>> key_match(<id, name>, ["id"])
+    't.`id` = s.c0'
+    """
+    names = table.column_names
+    return " AND ".join(f"t.{q(k)} = s.c{names.index(k)}" for k in keys)
+
+
+def merge_sql(target: str, view: str, table: TableSchema, keys: Sequence[str], ops: set[int],
+              keep_flags: set[int]) -> str:
+    """One MERGE applying upserts, partial updates and deletes; `keep_flags` are the columns
+    whose source has a u<i> flag (keep the stored value where it is true).
+
+    >>> merge_sql("t1", "v", <id pk, a>, ["id"], {0, 2}, set())
+    'MERGE INTO t1 AS t USING v AS s ON t.`id` = s.c0 WHEN MATCHED AND s.op = 2 THEN DELETE
+     WHEN MATCHED AND s.op <> 2 THEN UPDATE SET `a` = s.c1
+     WHEN NOT MATCHED AND s.op = 0 THEN INSERT (`id`, `a`) VALUES (s.c0, s.c1)'   (one line)
+    """
+    sets = []
+    for i, c in enumerate(table.columns):
+        if c.name in keys:
+            continue
+        if i in keep_flags:
+            sets.append(f"{q(c.name)} = CASE WHEN s.u{i} THEN t.{q(c.name)} ELSE {value_expr(i, c)} END")
+        else:
+            sets.append(f"{q(c.name)} = {value_expr(i, c)}")
+    clauses = []
+    if OP_DELETE in ops:
+        clauses.append(f"WHEN MATCHED AND s.op = {OP_DELETE} THEN DELETE")
+    if (OP_UPSERT in ops or OP_UPDATE in ops) and sets:
+        clauses.append(f"WHEN MATCHED AND s.op <> {OP_DELETE} THEN UPDATE SET " + ", ".join(sets))
+    if OP_UPSERT in ops:
+        clauses.append(f"WHEN NOT MATCHED AND s.op = {OP_UPSERT} THEN {insert_clause(table)}")
+    if not clauses:
+        return ""
+    return f"MERGE INTO {target} AS t USING {view} AS s ON {key_match(table, keys)} " + " ".join(clauses)
+
+
+def insert_clause(table: TableSchema) -> str:
+    cols = ", ".join(q(c.name) for c in table.columns)
+    vals = ", ".join(value_expr(i, c) for i, c in enumerate(table.columns))
+    return f"INSERT ({cols}) VALUES ({vals})"
+
+
+def insert_sql(target: str, view: str, table: TableSchema) -> str:
+    """The upserts of a source as a plain append (no stored key matches).
+    >>> insert_sql("t1", "v", <id, a>)
+    'INSERT INTO t1 (`id`, `a`) SELECT s.c0, s.c1 FROM v AS s WHERE s.op = 0'
+    """
+    cols = ", ".join(q(c.name) for c in table.columns)
+    vals = ", ".join(value_expr(i, c) for i, c in enumerate(table.columns))
+    return f"INSERT INTO {target} ({cols}) SELECT {vals} FROM {view} AS s WHERE s.op = {OP_UPSERT}"
+
+
+def key_probe_sql(target: str, view: str, table: TableSchema, keys: Sequence[str]) -> str:
+    """Does any key of the source exist in the table? Reads only the key columns.
+    >>> key_probe_sql("t1", "v", <id, a>, ["id"])
+    'SELECT 1 FROM t1 t JOIN v s ON t.`id` = s.c0 LIMIT 1'
+    """
+    return f"SELECT 1 FROM {target} t JOIN {view} s ON {key_match(table, keys)} LIMIT 1"
+
+
+def truncate_sql(target: str, synced_column: str, before_utc_ms: str, soft_column: str | None) -> str:
+    """Rows synced before a millisecond UTC instant: deleted, or marked soft-deleted.
+    >>> truncate_sql("t1", "_fivetran_synced", "2024-01-02T03:04:05.678Z", None)
+    "DELETE FROM t1 WHERE `_fivetran_synced` < CAST('2024-01-02T03:04:05.678Z' AS TIMESTAMP)"
+    """
+    cut = f"CAST({quote_string(before_utc_ms)} AS TIMESTAMP)"
+    if soft_column is None:
+        return f"DELETE FROM {target} WHERE {q(synced_column)} < {cut}"
+    d = q(soft_column)
+    return f"UPDATE {target} SET {d} = true WHERE {q(synced_column)} < {cut} AND ({d} IS NULL OR {d} = false)"
+
+
+# ---- history mode -------------------------------------------------------------------------
+H_UPSERT, H_CLOSE, H_DELETE = 0, 1, 2
+
+
+def history_current_versions_sql(target: str, keys_view: str, keys: Sequence[str], start: str, active: str) -> str:
+    """The stored versions a history batch can touch, for the batch's keys (view columns
+    k0..kn, eff): the active one, those at or after eff, and the latest one before eff."""
+    on = " AND ".join(f"t.{q(k)} = k.k{i}" for i, k in enumerate(keys))
+    part = ", ".join(f"k.k{i}" for i in range(len(keys)))
+    s_, a_ = q(start), q(active)
+    return (
+        f"SELECT * FROM (SELECT t.*, k.eff AS fivetran_eff_, "
+        f"MAX(CASE WHEN t.{s_} < k.eff THEN t.{s_} END) OVER (PARTITION BY {part}) AS fivetran_prev_ "
+        f"FROM {target} t JOIN {keys_view} k ON {on}) x "
+        f"WHERE x.{a_} = true OR x.{s_} >= x.fivetran_eff_ OR x.{s_} = x.fivetran_prev_"
+    )
+
+
+def history_merge_sql(target: str, view: str, table: TableSchema, keys: Sequence[str], start: str, end: str,
+                      active: str) -> str:
+    """One MERGE of history row actions keyed by (key, start): delete, close (end + inactive),
+    replace in place, or insert a new version."""
+    names = table.column_names
+    idx = {n: i for i, n in enumerate(names)}
+    on = " AND ".join(f"t.{q(k)} = s.c{idx[k]}" for k in list(keys) + [start])
+    sets = ", ".join(f"{q(c.name)} = {value_expr(i, c)}" for i, c in enumerate(table.columns)
+                     if c.name not in keys and c.name != start)
+    close = f"{q(active)} = false, {q(end)} = s.c{idx[end]}"
+    return (
+        f"MERGE INTO {target} AS t USING {view} AS s ON {on} "
+        f"WHEN MATCHED AND s.op = {H_DELETE} THEN DELETE "
+        f"WHEN MATCHED AND s.op = {H_CLOSE} THEN UPDATE SET {close} "
+        + (f"WHEN MATCHED AND s.op = {H_UPSERT} THEN UPDATE SET {sets} " if sets else "")
+        + f"WHEN NOT MATCHED AND s.op = {H_UPSERT} THEN {insert_clause(table)}"
+    )
+
+
+def set_all_rows_sql(target: str, view: str, column: Column) -> str:
+    """column := the one value in the view's column v, on every row whose value differs.
+    >>> set_all_rows_sql("t1", "v", Column("a", DataType.INT))
+    'MERGE INTO t1 AS t USING v AS s ON true WHEN MATCHED AND NOT (t.`a` <=> CAST(s.v AS INT))
+     THEN UPDATE SET `a` = CAST(s.v AS INT)'   (one line)
+    """
+    c, v = q(column.name), f"CAST(s.v AS {spark_type(column)})"
+    return f"MERGE INTO {target} AS t USING {view} AS s ON true WHEN MATCHED AND NOT (t.{c} <=> {v}) THEN UPDATE SET {c} = {v}"
+
+
+def copy_column_sql(target: str, from_column: str, to_column: str) -> str:
+    """>>> copy_column_sql("t1", "a", "b")
+    'UPDATE t1 SET `b` = `a` WHERE NOT (`b` <=> `a`)'
+    """
+    f, t = q(from_column), q(to_column)
+    return f"UPDATE {target} SET {t} = {f} WHERE NOT ({t} <=> {f})"

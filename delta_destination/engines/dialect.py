@@ -1,0 +1,182 @@
+"""Engine dialects: the one place where Sail and Apache Spark + Delta differ.
+
+The core speaks portable Spark SQL and DataFrame code; whenever the engines need
+different statements (how a table is named in SQL, how columns are added, how table
+properties are read, how a big Arrow batch reaches the engine) it asks the dialect.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+
+from .. import logs
+from ..core.names import quote_string
+from ..core.sql import properties_sql
+from ..warehouse import Warehouse
+from .errors import run_engine
+
+log = logs.get(__name__)
+
+# Spark Connect refuses messages over 128 MiB and Sail does not implement the chunked
+# cached-relation upload Apache Spark uses for big local data; above this size a batch
+# is appended to a staging Delta table in chunks instead.
+LOCAL_RELATION_LIMIT = int(os.environ.get("FIVETRAN_DELTA_LOCAL_RELATION_LIMIT", 64 * 1024 * 1024))
+
+
+class Dialect:
+    """What differs between engines. Methods take the Spark Connect session explicitly."""
+
+    name = "?"
+
+    # -- naming tables in SQL ---------------------------------------------------------------
+    def table_name(self, spark, location: str) -> str:
+        """A SQL name for the Delta table at `location`, usable in MERGE/UPDATE/DELETE."""
+        raise NotImplementedError
+
+    def schema_changed(self, spark, location: str) -> None:
+        """Called after the table's schema changed (or it was moved/dropped)."""
+
+    def create_table(self, spark, location: str, columns_sql: str, properties: dict[str, str]) -> None:
+        raise NotImplementedError
+
+    def creation_properties(self) -> dict[str, str]:
+        """Delta table features this engine turns on for the tables it creates."""
+        return {}
+
+    # -- schema changes -----------------------------------------------------------------------
+    def add_columns(self, spark, location: str, columns: list[tuple[str, str]]) -> None:
+        """Add (name, SQL type) columns, NULL in every existing row, in one commit."""
+        raise NotImplementedError
+
+    # -- table properties -----------------------------------------------------------------------
+    def property_values(self, spark, location: str, key: str) -> list[str]:
+        """Values the table property `key` has had (at least its current one)."""
+        raise NotImplementedError
+
+    # -- shipping Arrow data to the engine ------------------------------------------------------
+    @contextmanager
+    def shipped(self, spark, warehouse: Warehouse, data: pa.Table) -> Iterator[str]:
+        """`data` as a temporary view in the engine; yields the view's name."""
+        view = f"fivetran_src_{uuid.uuid4().hex}"
+        try:
+            spark.createDataFrame(data).createOrReplaceTempView(view)
+            yield view
+        finally:
+            drop_view(spark, view)
+
+
+def drop_view(spark, view: str) -> None:
+    try:
+        spark.catalog.dropTempView(view)
+    except Exception:  # noqa: BLE001 - best effort: the session forgets views at its end
+        pass
+
+
+class SailDialect(Dialect):
+    """Embedded (or remote) Sail 0.7.2.
+
+    - `delta.`/path`` identifiers are not accepted: each table location is registered in the
+      session catalog under a name derived from its path (an external table: dropping it
+      keeps the data). Sail's catalog entry keeps the schema seen at registration and MERGE
+      casts to it, so the entry is dropped after every schema change.
+    - No ALTER TABLE ADD COLUMNS: columns are added by appending zero rows with mergeSchema.
+    - No SHOW TBLPROPERTIES, and the catalog does not load table properties from the Delta
+      log: they are read from the log's metaData actions through spark.read.json (plus
+      checkpoint Parquet).
+    - No chunked cached local relations: batches over LOCAL_RELATION_LIMIT go through a
+      private staging Delta table under the warehouse, removed right after.
+    """
+
+    name = "sail"
+
+    def table_name(self, spark, location: str) -> str:
+        ident = _registered_name(location)
+        # Issued every time (a catalog no-op when it exists): a restarted remote engine has
+        # lost its session catalog, and a cache here would not know.
+        sql = f"CREATE TABLE IF NOT EXISTS {ident} USING delta LOCATION {quote_string(location)}"
+        run_engine("register table", lambda: spark.sql(sql).collect())
+        return ident
+
+    def schema_changed(self, spark, location: str) -> None:
+        ident = _registered_name(location)
+        run_engine("refresh table", lambda: spark.sql(f"DROP TABLE IF EXISTS {ident}").collect())
+
+    def create_table(self, spark, location: str, columns_sql: str, properties: dict[str, str]) -> None:
+        ident = _registered_name(location)
+        spark.sql(f"DROP TABLE IF EXISTS {ident}").collect()  # a stale entry of a dropped table
+        sql = f"CREATE TABLE {ident} ({columns_sql}) USING delta LOCATION {quote_string(location)}"
+        if properties:
+            sql += f" TBLPROPERTIES ({properties_sql(properties)})"
+        run_engine("create table", lambda: spark.sql(sql).collect())
+
+    def add_columns(self, spark, location: str, columns: list[tuple[str, str]]) -> None:
+        from pyspark.sql import functions as F
+
+        def go():
+            base = spark.read.format("delta").load(location)
+            empty = base.limit(0).select("*", *[F.lit(None).cast(t).alias(n) for n, t in columns])
+            empty.write.format("delta").mode("append").option("mergeSchema", "true").save(location)
+
+        run_engine("add columns", go)
+        self.schema_changed(spark, location)
+
+    def property_values(self, spark, location: str, key: str) -> list[str]:
+        from pyspark.sql import functions as F
+
+        log_dir = location.rstrip("/") + "/_delta_log"
+        json_df = spark.read.schema("metaData STRUCT<configuration: MAP<STRING,STRING>>").json(log_dir + "/*.json")
+        texts = [r[0] for r in json_df.where("metaData IS NOT NULL")
+                 .select(F.col("metaData.configuration").getItem(key)).collect() if r[0]]
+        try:  # checkpoints exist once another engine cleaned up old JSON commits
+            ck = spark.read.parquet(log_dir + "/*.checkpoint*.parquet")
+            if "metaData" in ck.columns:
+                texts += [r[0] for r in ck.where("metaData IS NOT NULL")
+                          .select(F.col("metaData.configuration").getItem(key)).collect() if r[0]]
+        except Exception:  # noqa: BLE001 - no checkpoint
+            pass
+        return texts
+
+    @contextmanager
+    def shipped(self, spark, warehouse: Warehouse, data: pa.Table) -> Iterator[str]:
+        if data.nbytes <= LOCAL_RELATION_LIMIT:
+            with super().shipped(spark, warehouse, data) as view:
+                yield view
+            return
+        view = f"fivetran_src_{uuid.uuid4().hex}"
+        staging = warehouse.new_staging_location()
+        try:
+            rows_per_chunk = max(1, int(data.num_rows * LOCAL_RELATION_LIMIT / max(data.nbytes, 1)))
+            for offset in range(0, data.num_rows, rows_per_chunk):
+                chunk = data.slice(offset, rows_per_chunk)
+                run_engine("stage batch chunk",
+                           lambda: spark.createDataFrame(chunk).write.format("delta").mode("append").save(staging))
+            spark.read.format("delta").load(staging).createOrReplaceTempView(view)
+            yield view
+        finally:
+            drop_view(spark, view)
+            warehouse.remove_staging(staging)
+
+
+def _registered_name(location: str) -> str:
+    return "fivetran_t_" + hashlib.sha1(location.encode("utf-8")).hexdigest()[:24]
+
+
+DIALECTS = {"sail": SailDialect}
+
+
+def dialect_for(engine: str) -> Dialect:
+    return DIALECTS[engine]()
+
+
+@dataclass(frozen=True)
+class EngineSession:
+    """A Spark Connect session and the dialect of the engine behind it."""
+
+    spark: object
+    dialect: Dialect

@@ -1,0 +1,70 @@
+"""Spark Connect exceptions -> typed errors, without leaking values.
+
+Engine messages can quote customer values (e.g. a failed cast), so only the exception
+class and Spark's error condition travel to logs and clients.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, TypeVar
+
+from .. import logs
+from ..core.errors import DestinationError, EngineError, EngineUnavailable
+
+T = TypeVar("T")
+log = logs.get(__name__)
+
+_CONFLICT_MARKERS = ("failed to commit transaction", "concurrent", "conflict", "version already exists")
+
+
+def error_class(exc: BaseException) -> str:
+    """Spark's error condition (e.g. DELTA_CONCURRENT_APPEND) or else the exception class."""
+    for attr in ("getCondition", "getErrorClass"):
+        fn = getattr(exc, attr, None)
+        if fn:
+            try:
+                v = fn()
+                if v:
+                    return str(v)
+            except Exception:
+                pass
+    return type(exc).__name__
+
+
+def is_commit_conflict(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return any(m in text for m in _CONFLICT_MARKERS)
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    import grpc
+
+    if isinstance(exc, grpc.RpcError):
+        try:
+            return exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        except Exception:
+            return False
+    name = type(exc).__name__
+    text = str(exc)
+    return name == "RetriesExceeded" or "UNAVAILABLE" in text or ("Connection refused" in text)
+
+
+def run_engine(action: str, fn: Callable[[], T], *, attempts: int = 5, base_delay: float = 0.2) -> T:
+    """Run engine work; retry Delta commit conflicts with backoff. An unreachable engine is
+    already retried by the Spark Connect client's policy (session.py), so it fails here at once."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except DestinationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - classified below
+            retryable = is_commit_conflict(exc) and not is_unavailable(exc)
+            if retryable and attempt < attempts:
+                delay = base_delay * (2 ** (attempt - 1))
+                log.warning(f"{action}: transient engine problem ({error_class(exc)}), retry {attempt}/{attempts - 1} in {delay:.1f}s")
+                time.sleep(delay)
+                continue
+            if is_unavailable(exc):
+                raise EngineUnavailable(f"{action}: the Spark engine is unavailable ({error_class(exc)})") from exc
+            raise EngineError(f"{action} failed in the Spark engine ({error_class(exc)})") from exc
+    raise AssertionError("unreachable")

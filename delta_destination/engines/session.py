@@ -1,0 +1,107 @@
+"""Spark Connect sessions: one per engine endpoint, shared by all request threads (the
+Spark Connect client is thread-safe; temp views get unique names per request).
+
+The engine behind a session is chosen by Settings: embedded Sail (started in this
+process on first use), the local Apache Spark engine (a child JVM, see spark_process.py),
+or any remote Spark Connect endpoint.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from .. import logs
+from ..core.errors import EngineUnavailable
+from ..settings import Settings
+from .dialect import EngineSession, dialect_for
+
+log = logs.get(__name__)
+
+# The full pyspark package (needed for the local Apache Spark engine) builds classic
+# Columns in pyspark.sql.functions unless told that this process only speaks Spark Connect.
+os.environ.setdefault("SPARK_CONNECT_MODE_ENABLED", "1")
+
+SESSION_CONF = {
+    # Timestamps in SQL literals and results are UTC; Fivetran's UTC_DATETIME is UTC.
+    "spark.sql.session.timeZone": "UTC",
+    # Failing casts raise instead of silently producing NULL (never alter customer data).
+    "spark.sql.ansi.enabled": "true",
+}
+
+
+def _engine_retry_policy():
+    """The client retries an unreachable engine for about half a minute (PySpark's default
+    keeps going for over ten minutes), then the request fails with UNAVAILABLE and the
+    caller retries later."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    return DefaultPolicy(max_retries=8, backoff_multiplier=4.0, initial_backoff=100, max_backoff=5000)
+
+
+class Engines:
+    """Starts and connects engines on demand; `get(settings)` is the only way in."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._sessions: dict[tuple[str, str], EngineSession] = {}
+        self._embedded = None  # EmbeddedSail
+
+    def _url(self, settings: Settings) -> str:
+        if settings.spark_remote:
+            return settings.spark_remote
+        if settings.engine == "sail":
+            with self._lock:
+                if self._embedded is None:
+                    from .sail import EmbeddedSail
+
+                    self._embedded = EmbeddedSail()
+                return self._embedded.url
+        raise EngineUnavailable(f"no {settings.engine} engine is configured")
+
+    def get(self, settings: Settings) -> EngineSession:
+        url = self._url(settings)
+        key = (settings.engine, url)
+        with self._lock:
+            session = self._sessions.get(key)
+            if session is not None:
+                return session
+        session = EngineSession(_connect(url), dialect_for(settings.engine))
+        with self._lock:
+            return self._sessions.setdefault(key, session)
+
+    def healthy(self, settings: Settings) -> bool:
+        try:
+            self.get(settings).spark.sql("SELECT 1").collect()
+            return True
+        except Exception:  # noqa: BLE001 - any failure means "not healthy"
+            return False
+
+    def stop(self) -> None:
+        with self._lock:
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
+            embedded, self._embedded = self._embedded, None
+        for s in sessions:
+            try:
+                s.spark.stop()
+            except Exception:  # noqa: BLE001 - shutting down
+                pass
+        if embedded is not None:
+            try:
+                embedded.stop()
+            except Exception:  # noqa: BLE001 - shutting down
+                pass
+
+
+def _connect(url: str):
+    from pyspark.sql.connect.session import SparkSession
+
+    try:
+        spark = SparkSession.builder.remote(url).create()
+        # Before the first RPC: the default policy retries an unreachable engine for 10+ minutes.
+        spark.client.set_retry_policies([_engine_retry_policy()])
+        for k, v in SESSION_CONF.items():
+            spark.conf.set(k, v)
+        spark.sql("SELECT 1").collect()
+        return spark
+    except Exception as exc:  # connection problems surface here
+        raise EngineUnavailable(f"cannot reach the Spark Connect engine: {type(exc).__name__}") from exc

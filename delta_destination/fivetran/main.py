@@ -1,0 +1,108 @@
+"""The Fivetran door's process: `fivetran-delta-destination --port 50052 --warehouse ./warehouse`."""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from .. import logs
+from ..core.api import DeltaCore
+from ..engines.session import Engines
+from ..settings import ENGINES, Settings
+from ..warehouse import Warehouse
+from ._proto import destination_sdk_pb2_grpc
+from .batch_files import FileFormat
+from .log_format import FivetranJsonHandler
+from .servicer import DestinationServicer
+
+GRACE_SECONDS = 60
+HEALTH_INTERVAL = 15.0
+log = logs.get("delta_destination.fivetran.main")  # not __name__: this module also runs as __main__
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="fivetran-delta-destination", description=__doc__)
+    p.add_argument("--port", type=int, default=50052)
+    p.add_argument("--warehouse", default="./warehouse", help="directory (or URL) holding <schema>/<table> Delta tables")
+    p.add_argument("--engine", choices=ENGINES, default=None,
+                   help="sail (embedded, default) or spark (Apache Spark + Delta; local unless --spark-remote)")
+    p.add_argument("--spark-remote", default=None, help="Spark Connect URL (sc://host:port) of a remote engine")
+    p.add_argument("--batch-file-format", choices=["csv", "parquet"], default="csv", help="format answered in Capabilities")
+    p.add_argument("--workers", type=int, default=8, help="concurrent requests")
+    return p.parse_args(argv)
+
+
+def _bind(server: grpc.Server, port: int) -> None:
+    """IPv6 and IPv4 (SDK rule); IPv4 alone when IPv6 is unavailable."""
+    bound = []
+    for addr in (f"[::]:{port}", f"0.0.0.0:{port}"):
+        try:
+            if server.add_insecure_port(addr):
+                bound.append(addr)
+        except RuntimeError:
+            pass
+    if not bound:
+        raise SystemExit(f"cannot listen on port {port}")
+    log.info(f"listening on {', '.join(bound)}")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logs.install(FivetranJsonHandler())
+    settings = Settings.create(args.warehouse, args.engine, args.spark_remote)
+    engines = Engines()
+    core = DeltaCore(engines)
+    Warehouse(settings.warehouse).clean_leftovers()
+
+    health_servicer = health.HealthServicer()
+    health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=args.workers, thread_name_prefix="rpc"),
+        options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
+    )
+    fmt = FileFormat.PARQUET if args.batch_file_format == "parquet" else FileFormat.CSV
+    destination_sdk_pb2_grpc.add_DestinationConnectorServicer_to_server(DestinationServicer(settings, core, fmt), server)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    _bind(server, args.port)
+    server.start()
+
+    # Start the engine before declaring ourselves healthy.
+    try:
+        engines.get(settings)
+        health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        log.info(f"destination ready: warehouse {settings.warehouse}, engine {settings.engine_label}")
+    except Exception as exc:  # noqa: BLE001
+        log.error(f"the Spark engine did not start ({type(exc).__name__}); will keep trying")
+
+    stop = threading.Event()
+
+    def watch_health():
+        while not stop.wait(HEALTH_INTERVAL):
+            ok = engines.healthy(settings)
+            health_servicer.set(
+                "", health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+            )
+
+    threading.Thread(target=watch_health, name="health", daemon=True).start()
+
+    def on_signal(signum, _frame):
+        log.info(f"received signal {signum}: draining in-flight requests")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stop.wait()
+    health_servicer.enter_graceful_shutdown()
+    server.stop(GRACE_SECONDS).wait()
+    engines.stop()
+    log.info("destination stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""The gRPC servicer: each handler converts the request, calls the core and builds the
+response. `rpc` is the ONE place where typed errors become gRPC statuses or Tasks."""
+from __future__ import annotations
+
+import functools
+import time
+
+import grpc
+
+from .. import logs
+from ..core.api import DeltaCore
+from ..core import errors as core_errors
+from ..core.migrations import UNSUPPORTED
+from ..settings import Settings
+from ._proto import common_pb2, destination_sdk_pb2 as pb, destination_sdk_pb2_grpc
+from .batch_files import FileFormat
+from .batches import BatchFiles
+from .convert import file_params_from_proto, migration_from_proto, table_from_proto, table_to_proto, timestamp_to_datetime
+from .setup import SETUP_TESTS, configuration_form, run_setup_test
+
+log = logs.get(__name__)
+
+# Most specific first: the first matching class decides the status.
+_STATUS = (
+    (core_errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
+    (core_errors.TableNotFound, grpc.StatusCode.NOT_FOUND),
+    (core_errors.TableAlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
+    (core_errors.UnsupportedOperation, grpc.StatusCode.UNIMPLEMENTED),
+    (core_errors.EngineUnavailable, grpc.StatusCode.UNAVAILABLE),
+    (core_errors.MemoryBudgetExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (core_errors.EngineError, grpc.StatusCode.INTERNAL),
+)
+
+
+def grpc_status(exc: core_errors.DestinationError) -> grpc.StatusCode:
+    for cls, code in _STATUS:
+        if isinstance(exc, cls):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def rpc(response_cls):
+    """Task for what the customer must fix, a gRPC status for every other typed error."""
+
+    def wrap(fn):
+        name = fn.__name__
+
+        @functools.wraps(fn)
+        def inner(self, request, context):
+            start = time.monotonic()
+            try:
+                return fn(self, request, context)
+            except core_errors.CustomerActionRequired as exc:
+                log.warning(f"{name}: task for the customer: {exc.message}")
+                return response_cls(task=common_pb2.Task(message=exc.message))
+            except core_errors.DestinationError as exc:
+                log.error(f"{name} failed: {exc.message}")
+                context.abort(grpc_status(exc), exc.message)
+            except Exception as exc:  # noqa: BLE001 - last resort; never leak internals or values
+                log.error(f"{name} failed with an unexpected {type(exc).__name__}")
+                context.abort(grpc.StatusCode.INTERNAL, f"{name} failed: unexpected {type(exc).__name__}")
+            finally:
+                elapsed = time.monotonic() - start
+                if elapsed >= logs.SLOW_SECONDS:
+                    log.info(f"{name} took {elapsed:.1f}s")
+
+        return inner
+
+    return wrap
+
+
+class DestinationServicer(destination_sdk_pb2_grpc.DestinationConnectorServicer):
+    def __init__(self, settings: Settings, core: DeltaCore, file_format: FileFormat = FileFormat.CSV):
+        self.settings = settings
+        self.core = core
+        self.file_format = file_format
+
+    def _settings(self, request) -> Settings:
+        return self.settings.resolve(dict(request.configuration))
+
+    def _files(self, request, earliest_start=()) -> BatchFiles:
+        return BatchFiles(file_params_from_proto(request.file_params, self.file_format), dict(request.keys),
+                          list(request.replace_files), list(request.update_files), list(request.delete_files),
+                          list(earliest_start))
+
+    def ConfigurationForm(self, request, context):
+        return configuration_form(self.settings)
+
+    def Capabilities(self, request, context):
+        fmt = pb.PARQUET if self.file_format == FileFormat.PARQUET else pb.CSV
+        return pb.CapabilitiesResponse(batch_file_format=fmt)
+
+    @rpc(common_pb2.TestResponse)
+    def Test(self, request, context):
+        if request.name not in SETUP_TESTS:
+            raise core_errors.InvalidRequest(f"unknown test {request.name!r}")
+        try:
+            failure = run_setup_test(request.name, self._settings(request), self.core)
+        except core_errors.DestinationError as exc:
+            failure = exc.message
+        if failure:
+            log.warning(f"Test {request.name}: failed")
+            return common_pb2.TestResponse(failure=failure)
+        log.info(f"Test {request.name}: succeeded")
+        return common_pb2.TestResponse(success=True)
+
+    @rpc(pb.DescribeTableResponse)
+    def DescribeTable(self, request, context):
+        t = self.core.describe(self._settings(request), request.schema_name, request.table_name)
+        if t is None:
+            return pb.DescribeTableResponse(not_found=True)
+        return pb.DescribeTableResponse(table=table_to_proto(t))
+
+    @rpc(pb.CreateTableResponse)
+    def CreateTable(self, request, context):
+        self.core.tables.create(self._settings(request), request.schema_name, table_from_proto(request.table))
+        return pb.CreateTableResponse(success=True)
+
+    @rpc(pb.AlterTableResponse)
+    def AlterTable(self, request, context):
+        self.core.tables.alter(self._settings(request), request.schema_name, table_from_proto(request.table),
+                               request.drop_columns)
+        return pb.AlterTableResponse(success=True)
+
+    @rpc(pb.TruncateResponse)
+    def Truncate(self, request, context):
+        if not request.table_name:
+            raise core_errors.InvalidRequest("Truncate needs a table name")
+        if request.HasField("soft") and not request.soft.deleted_column:
+            raise core_errors.InvalidRequest("soft truncate needs a deleted_column")
+        soft = request.soft.deleted_column if request.HasField("soft") else None
+        self.core.tables.truncate(self._settings(request), request.schema_name, request.table_name,
+                                  request.synced_column, timestamp_to_datetime(request.utc_delete_before), soft)
+        return pb.TruncateResponse(success=True)
+
+    @rpc(pb.WriteBatchResponse)
+    def WriteBatch(self, request, context):
+        table = table_from_proto(request.table).name
+        files = self._files(request)
+        self.core.writer.write(self._settings(request), request.schema_name, table, files.read)
+        return pb.WriteBatchResponse(success=True)
+
+    @rpc(pb.WriteBatchResponse)
+    def WriteHistoryBatch(self, request, context):
+        table = table_from_proto(request.table).name
+        files = self._files(request, request.earliest_start_files)
+        self.core.history.write(self._settings(request), request.schema_name, table, files.read)
+        return pb.WriteBatchResponse(success=True)
+
+    @rpc(pb.MigrateResponse)
+    def Migrate(self, request, context):
+        result = self.core.migrator.migrate(self._settings(request), migration_from_proto(request.details))
+        if result == UNSUPPORTED:
+            return pb.MigrateResponse(unsupported=True)
+        return pb.MigrateResponse(success=True)

@@ -1,0 +1,79 @@
+"""The core's SQL builders are pure: exact strings, no engine."""
+from __future__ import annotations
+
+from delta_destination.core import sql
+from delta_destination.core.model import Column, DataType as T, TableSchema
+
+TABLE = TableSchema("orders", (
+    Column("id", T.INT, primary_key=True),
+    Column("a b", T.STRING),
+    Column("ts", T.NAIVE_DATETIME),
+))
+
+
+def test_properties_and_column_defs():
+    assert sql.properties_sql({"fivetran.schema": "{\"a\":'x'}", "k": "v"}) == \
+        "'fivetran.schema' = '{\"a\":\\'x\\'}', 'k' = 'v'"
+    assert sql.column_defs(TABLE.columns) == "`id` INT, `a b` STRING, `ts` TIMESTAMP_NTZ"
+    assert sql.column_defs([Column("we`ird", T.DECIMAL, precision=20, scale=3)]) == "`we``ird` DECIMAL(20,3)"
+
+
+def test_merge_with_every_operation_and_keep_flags():
+    got = sql.merge_sql("tgt", "src", TABLE, ["id"], {0, 1, 2}, {1})
+    assert got == (
+        "MERGE INTO tgt AS t USING src AS s ON t.`id` = s.c0 "
+        "WHEN MATCHED AND s.op = 2 THEN DELETE "
+        "WHEN MATCHED AND s.op <> 2 THEN UPDATE SET `a b` = CASE WHEN s.u1 THEN t.`a b` ELSE s.c1 END, "
+        "`ts` = CAST(s.c2 AS TIMESTAMP_NTZ) "
+        "WHEN NOT MATCHED AND s.op = 0 THEN INSERT (`id`, `a b`, `ts`) VALUES (s.c0, s.c1, CAST(s.c2 AS TIMESTAMP_NTZ))"
+    )
+
+
+def test_merge_clauses_follow_the_operations_present():
+    assert sql.merge_sql("tgt", "src", TABLE, ["id"], {2}, set()) == \
+        "MERGE INTO tgt AS t USING src AS s ON t.`id` = s.c0 WHEN MATCHED AND s.op = 2 THEN DELETE"
+    only_update = sql.merge_sql("tgt", "src", TABLE, ["id"], {1}, set())
+    assert "INSERT" not in only_update and "DELETE" not in only_update
+    keys_only = TableSchema("k", (Column("id", T.INT, primary_key=True),))
+    assert sql.merge_sql("tgt", "src", keys_only, ["id"], {1}, set()) == ""
+
+
+def test_insert_probe_and_truncate():
+    assert sql.insert_sql("tgt", "src", TABLE) == \
+        "INSERT INTO tgt (`id`, `a b`, `ts`) SELECT s.c0, s.c1, CAST(s.c2 AS TIMESTAMP_NTZ) FROM src AS s WHERE s.op = 0"
+    assert sql.key_probe_sql("tgt", "src", TABLE, ["id", "a b"]) == \
+        "SELECT 1 FROM tgt t JOIN src s ON t.`id` = s.c0 AND t.`a b` = s.c1 LIMIT 1"
+    assert sql.truncate_sql("tgt", "_fivetran_synced", "2024-01-02T03:04:05.678Z", None) == \
+        "DELETE FROM tgt WHERE `_fivetran_synced` < CAST('2024-01-02T03:04:05.678Z' AS TIMESTAMP)"
+    assert sql.truncate_sql("tgt", "_fivetran_synced", "2024-01-02T03:04:05.678Z", "_fivetran_deleted") == (
+        "UPDATE tgt SET `_fivetran_deleted` = true WHERE `_fivetran_synced` < "
+        "CAST('2024-01-02T03:04:05.678Z' AS TIMESTAMP) AND (`_fivetran_deleted` IS NULL OR `_fivetran_deleted` = false)")
+
+
+def test_history_statements():
+    hist = TableSchema("h", (
+        Column("id", T.INT, primary_key=True),
+        Column("v", T.STRING),
+        Column("_fivetran_start", T.UTC_DATETIME, primary_key=True),
+        Column("_fivetran_end", T.UTC_DATETIME),
+        Column("_fivetran_active", T.BOOLEAN),
+    ))
+    assert sql.history_merge_sql("tgt", "src", hist, ["id"], "_fivetran_start", "_fivetran_end", "_fivetran_active") == (
+        "MERGE INTO tgt AS t USING src AS s ON t.`id` = s.c0 AND t.`_fivetran_start` = s.c2 "
+        "WHEN MATCHED AND s.op = 2 THEN DELETE "
+        "WHEN MATCHED AND s.op = 1 THEN UPDATE SET `_fivetran_active` = false, `_fivetran_end` = s.c3 "
+        "WHEN MATCHED AND s.op = 0 THEN UPDATE SET `v` = s.c1, `_fivetran_end` = s.c3, `_fivetran_active` = s.c4 "
+        "WHEN NOT MATCHED AND s.op = 0 THEN INSERT (`id`, `v`, `_fivetran_start`, `_fivetran_end`, `_fivetran_active`) "
+        "VALUES (s.c0, s.c1, s.c2, s.c3, s.c4)")
+    assert sql.history_current_versions_sql("tgt", "keys", ["id"], "_fivetran_start", "_fivetran_active") == (
+        "SELECT * FROM (SELECT t.*, k.eff AS fivetran_eff_, MAX(CASE WHEN t.`_fivetran_start` < k.eff "
+        "THEN t.`_fivetran_start` END) OVER (PARTITION BY k.k0) AS fivetran_prev_ FROM tgt t JOIN keys k "
+        "ON t.`id` = k.k0) x WHERE x.`_fivetran_active` = true OR x.`_fivetran_start` >= x.fivetran_eff_ "
+        "OR x.`_fivetran_start` = x.fivetran_prev_")
+
+
+def test_migration_statements():
+    assert sql.set_all_rows_sql("tgt", "v1", Column("a", T.INT)) == (
+        "MERGE INTO tgt AS t USING v1 AS s ON true WHEN MATCHED AND NOT (t.`a` <=> CAST(s.v AS INT)) "
+        "THEN UPDATE SET `a` = CAST(s.v AS INT)")
+    assert sql.copy_column_sql("tgt", "a", "b c") == "UPDATE tgt SET `b c` = `a` WHERE NOT (`b c` <=> `a`)"
