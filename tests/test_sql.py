@@ -77,3 +77,16 @@ def test_migration_statements():
         "MERGE INTO tgt AS t USING v1 AS s ON true WHEN MATCHED AND NOT (t.`a` <=> CAST(s.v AS INT)) "
         "THEN UPDATE SET `a` = CAST(s.v AS INT)")
     assert sql.copy_column_sql("tgt", "a", "b c") == "UPDATE tgt SET `b c` = `a` WHERE NOT (`b c` <=> `a`)"
+
+
+def test_newer_by_orders_with_null_oldest_and_ties_by_the_next_column():
+    t = TableSchema("d", (Column("id", T.INT, primary_key=True), Column("cur", T.LONG), Column("at", T.UTC_DATETIME)))
+    assert sql.newer_sql(t, ["cur"]) == "(s.c1 > t.`cur` OR (s.c1 IS NOT NULL AND t.`cur` IS NULL))"
+    assert sql.newer_sql(t, ["cur", "at"]) == (
+        "(((s.c1 > t.`cur` OR (s.c1 IS NOT NULL AND t.`cur` IS NULL))) OR "
+        "(s.c1 <=> t.`cur` AND (s.c2 > t.`at` OR (s.c2 IS NOT NULL AND t.`at` IS NULL))))")
+    got = sql.merge_sql("tgt", "src", t, ["id"], {0, 2}, set(), ["cur"])
+    newer = "(s.c1 > t.`cur` OR (s.c1 IS NOT NULL AND t.`cur` IS NULL))"
+    assert f"WHEN MATCHED AND s.op = 2 AND {newer} THEN DELETE" in got
+    assert f"WHEN MATCHED AND s.op <> 2 AND {newer} THEN UPDATE SET" in got
+    assert sql.insert_sql("tgt", "src", t, sql.OP_APPEND).endswith("WHERE s.op = 4")

@@ -9,15 +9,17 @@ from ..settings import Settings
 from .apply import Writer
 from .catalog import Catalog
 from .ddl import Tables
+from .events import Events
 from .history import HistoryWriter
 from .migrations import Migrator
 from .model import TableSchema
 
 
 class DeltaCore:
-    def __init__(self, engines: Engines):
+    def __init__(self, engines: Engines, door: str = "core"):
         self.engines = engines
-        self.catalog = Catalog(engines)
+        self.events = Events(door)
+        self.catalog = Catalog(engines, self.events)
         self.tables = Tables(self.catalog)
         self.writer = Writer(self.catalog)
         self.history = HistoryWriter(self.catalog)

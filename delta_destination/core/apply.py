@@ -22,12 +22,12 @@ from .catalog import Catalog, TableRef
 from .changes import ChangeSet, Changes, CommitResult, Op
 from .errors import SchemaMismatch, ValueConversionError
 from .model import TableSchema
-from .sql import OP_DELETE, OP_UPDATE, OP_UPSERT, insert_sql, key_probe_sql, merge_sql
+from .sql import OP_APPEND, OP_DELETE, OP_UPDATE, OP_UPSERT, insert_sql, key_probe_sql, merge_sql
 from .types import arrow_type
 
 log = logs.get(__name__)
 
-_SQL_OP = {Op.UPSERT: OP_UPSERT, Op.UPDATE: OP_UPDATE, Op.DELETE: OP_DELETE}
+_SQL_OP = {Op.UPSERT: OP_UPSERT, Op.UPDATE: OP_UPDATE, Op.DELETE: OP_DELETE, Op.APPEND: OP_APPEND}
 
 
 def merge_keys_of(table: TableSchema, display: str) -> list[str]:
@@ -135,27 +135,46 @@ class Writer:
         cat = self.catalog
         ref = cat.locate(settings, schema, table_name)
         eng = cat.session(settings)
-        with cat.locked(ref):
+        with cat.locked(ref), cat.events.operation(what, schema, table_name, ref.location) as outcome:
             table = cat.require(eng, ref)
-            keys = merge_keys_of(table, ref.display)
+            outcome.columns = table.columns
             changes = read(table)
+            appends = changes.of(Op.APPEND)
+            if appends and len(appends) != len(changes.parts):
+                raise SchemaMismatch(f"{what} {ref.display}: appends cannot be mixed with keyed changes in one commit")
+            keys = [] if appends else merge_keys_of(table, ref.display)
             for part in changes.parts:
                 check_keys(part, keys)
-            counts = dict(upserts=changes.count(Op.UPSERT), updates=changes.count(Op.UPDATE),
+            for c in changes.newer_by:
+                if not table.has(c):
+                    raise SchemaMismatch(f"{what} {ref.display}: ordering column {c!r} is not in the table")
+            counts = dict(upserts=changes.count(Op.UPSERT) + changes.count(Op.APPEND), updates=changes.count(Op.UPDATE),
                           deletes=changes.count(Op.DELETE))
             if changes.num_rows == 0:
                 log.info(f"{what} {ref.display}: no rows, nothing to commit")
                 return CommitResult(ref.display, ref.location, **counts, seconds=time.monotonic() - start)
             source = merge_source(changes, table, keys)
-            check_duplicates(source, table, keys)
-            self._apply(settings, eng, ref, table, keys, source)
+            if appends:
+                self._append(settings, eng, ref, table, source)
+            else:
+                check_duplicates(source, table, keys)
+                self._apply(settings, eng, ref, table, keys, source, changes.newer_by)
+            outcome.committed = True
+            outcome.inserted, outcome.updated, outcome.deleted = counts["upserts"], counts["updates"], counts["deletes"]
         took = time.monotonic() - start
         log.info(f"{what} {ref.display}: {counts['upserts']} upserts, {counts['updates']} updates, "
                  f"{counts['deletes']} deletes in one commit, {took:.2f}s")
         return CommitResult(ref.display, ref.location, **counts, committed=True, seconds=took)
 
+    def _append(self, settings: Settings, eng: EngineSession, ref: TableRef, table: TableSchema,
+                source: pa.Table) -> None:
+        name = self.catalog.sql_name(eng, ref)
+        with eng.dialect.shipped(eng.spark, self.catalog.warehouse(settings), source) as view:
+            sql = insert_sql(name, view, table, OP_APPEND)
+            run_engine(f"append to {ref.display}", lambda: eng.spark.sql(sql).collect())
+
     def _apply(self, settings: Settings, eng: EngineSession, ref: TableRef, table: TableSchema, keys: list[str],
-               source: pa.Table) -> None:
+               source: pa.Table, newer_by: tuple[str, ...] = ()) -> None:
         name = self.catalog.sql_name(eng, ref)
         spark = eng.spark
         with eng.dialect.shipped(spark, self.catalog.warehouse(settings), source) as view:
@@ -166,7 +185,7 @@ class Writer:
                 sql = insert_sql(name, view, table) if OP_UPSERT in source_ops(source) else ""
                 action = "append to"
             else:
-                sql = merge_sql(name, view, table, keys, source_ops(source), flagged_columns(source))
+                sql = merge_sql(name, view, table, keys, source_ops(source), flagged_columns(source), newer_by)
                 action = "merge into"
             if sql:
                 run_engine(f"{action} {ref.display}", lambda: spark.sql(sql).collect())

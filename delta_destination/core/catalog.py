@@ -18,6 +18,7 @@ from ..settings import Settings
 from ..warehouse import Warehouse, has_commits, is_url
 from . import metadata
 from .errors import TableNotFound
+from .events import Events
 from .model import TableSchema
 from .sql import properties_sql
 from .types import column_from_spark, same_storage
@@ -35,8 +36,9 @@ class TableRef:
 
 
 class Catalog:
-    def __init__(self, engines: Engines):
+    def __init__(self, engines: Engines, events: Optional[Events] = None):
         self.engines = engines
+        self.events = events or Events()
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._meta_cache: dict[str, metadata.StoredMetadata] = {}

@@ -19,6 +19,7 @@ class Op(enum.IntEnum):
     UPDATE = 1          # change the stored row with the same key (missing: ignored)
     DELETE = 2          # remove the stored row with the same key (missing: ignored)
     EARLIEST_START = 3  # history mode: rewind the key to this _fivetran_start
+    APPEND = 4          # insert, whatever is stored (tables without a key)
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,15 @@ class Changes:
 
 @dataclass
 class ChangeSet:
-    """Everything one request applies to one table, as one Delta commit."""
+    """Everything one request applies to one table, as one Delta commit.
+
+    `newer_by` (optional) names columns that order versions of a row: a stored row is
+    replaced or deleted only by an incoming row that is newer, comparing the columns in
+    turn with NULL as the oldest value (Airbyte's dedup: cursor, then extraction time).
+    """
 
     parts: list[Changes] = field(default_factory=list)
+    newer_by: tuple[str, ...] = ()
 
     def add(self, changes: Changes) -> None:
         # Empty pieces are kept: their columns are still checked (a key column missing).

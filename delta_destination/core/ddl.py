@@ -60,7 +60,8 @@ class Tables:
         ref = cat.locate(settings, schema_name, schema.name)
         validate_columns(schema)
         eng = cat.session(settings)
-        with cat.locked(ref):
+        with cat.locked(ref), cat.events.operation("CreateTable", schema_name, schema.name, ref.location) as outcome:
+            outcome.columns = schema.columns
             existing = cat.describe(eng, ref)
             if existing is not None:
                 if equivalent(existing, schema):
@@ -72,6 +73,7 @@ class Tables:
             props = {**eng.dialect.creation_properties(), **metadata.table_properties(schema, 1)}
             eng.dialect.create_table(eng.spark, ref.location, column_defs(schema.columns), props)
             cat.remember_created(ref, schema)
+            outcome.committed, outcome.lifecycle = True, "CREATE"
             log.info(f"CreateTable {ref.display}: created with {len(schema.columns)} columns")
 
     # ---- alter -----------------------------------------------------------------------------
@@ -81,7 +83,7 @@ class Tables:
         ref = cat.locate(settings, schema_name, desired.name)
         validate_columns(desired)
         eng = cat.session(settings)
-        with cat.locked(ref):
+        with cat.locked(ref), cat.events.operation("AlterTable", schema_name, desired.name, ref.location) as outcome:
             current = cat.require(eng, ref)
             want = {c.name: c for c in desired.columns}
             final: list[Column] = []
@@ -108,6 +110,8 @@ class Tables:
                 eng.dialect.add_columns(eng.spark, ref.location, [(c.name, spark_type(c)) for c in added])
             if tuple(final) != tuple(current.columns) or cat.stored_metadata(eng, ref) is None:
                 cat.set_metadata(eng, ref, target)
+                outcome.committed, outcome.lifecycle = True, "ALTER"
+            outcome.columns = target.columns
             summary = f"added {len(added)}, changed type of {len(changed)}, dropped {len(dropped)} columns"
             log.info(f"AlterTable {ref.display}: {summary}")
             return summary
@@ -145,6 +149,47 @@ class Tables:
             raise
         self.catalog.schema_changed(eng, ref)
 
+    def rewrite_table(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema,
+                      make_df) -> None:
+        """New schema + data in ONE overwrite commit. The metadata property cannot share that
+        commit on Sail, so it is written before as a superset (target + columns about to go;
+        describe only reads entries of columns the Delta schema has) and tidied after."""
+        validate_columns(target)
+        cat = self.catalog
+        removed = tuple(c for c in current.columns if not target.has(c.name))
+        cat.set_metadata(eng, ref, TableSchema(target.name, target.columns + removed))
+
+        def go():
+            make_df().write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
+
+        run_engine(f"rewrite {ref.display}", go)
+        cat.schema_changed(eng, ref)
+        if removed:
+            cat.set_metadata(eng, ref, target)
+
+    def replace_contents(self, settings: Settings, schema_name: str, target: TableSchema, source_location: str) -> None:
+        """The table becomes exactly the rows of the Delta table at `source_location` (same
+        column names, the target's types), in one commit: readers see the old rows until then.
+        A missing table is created first (empty, then filled)."""
+        from pyspark.sql import functions as F
+
+        cat = self.catalog
+        ref = cat.locate(settings, schema_name, target.name)
+        validate_columns(target)
+        eng = cat.session(settings)
+        if cat.describe(eng, ref) is None:
+            self.create(settings, schema_name, target)
+        with cat.locked(ref), cat.events.operation("ReplaceContents", schema_name, target.name, ref.location) as outcome:
+            current = cat.require(eng, ref)
+
+            def make_df():
+                src = eng.spark.read.format("delta").load(source_location)
+                return src.select(*[F.col(quote_ident(c.name)).cast(spark_type(c)).alias(c.name) for c in target.columns])
+
+            self.rewrite_table(eng, ref, current, target, make_df)
+            outcome.committed, outcome.lifecycle, outcome.columns = True, "OVERWRITE", target.columns
+            log.info(f"{ref.display}: contents replaced in one commit")
+
     # ---- truncate --------------------------------------------------------------------------
     def truncate(self, settings: Settings, schema_name: str, table: str, synced_column: str, before: datetime,
                  soft_deleted_column: Optional[str]) -> bool:
@@ -152,7 +197,7 @@ class Tables:
         cat = self.catalog
         ref = cat.locate(settings, schema_name, table)
         eng = cat.session(settings)
-        with cat.locked(ref):
+        with cat.locked(ref), cat.events.operation("Truncate", schema_name, table, ref.location) as outcome:
             current = cat.describe(eng, ref)
             if current is None:
                 log.info(f"Truncate {ref.display}: table does not exist, nothing to do")
@@ -166,5 +211,6 @@ class Tables:
                         f"Truncate {ref.display}: soft-delete column {soft_deleted_column!r} does not exist or is not BOOLEAN")
             sql = truncate_sql(cat.sql_name(eng, ref), synced_column, utc_ms_literal(before), soft_deleted_column)
             run_engine(f"truncate {ref.display}", lambda: eng.spark.sql(sql).collect())
+            outcome.committed, outcome.lifecycle, outcome.columns = True, "TRUNCATE", current.columns
             log.info(f"Truncate {ref.display}: {'soft' if soft_deleted_column is not None else 'hard'} truncate done")
             return True

@@ -86,8 +86,9 @@ class HistoryWriter:
         cat = self.catalog
         ref = cat.locate(settings, schema, table_name)
         eng = cat.session(settings)
-        with cat.locked(ref):
+        with cat.locked(ref), cat.events.operation(what, schema, table_name, ref.location) as outcome:
             table = cat.require(eng, ref)
+            outcome.columns = table.columns
             keys = history_keys(table, ref.display)
             plan = _Planner(table, keys)
             changes = read(table)
@@ -103,6 +104,8 @@ class HistoryWriter:
                 with eng.dialect.shipped(eng.spark, cat.warehouse(settings), source) as view:
                     sql = history_merge_sql(name, view, table, keys, START, END, ACTIVE)
                     run_engine(f"merge into {ref.display}", lambda: eng.spark.sql(sql).collect())
+                outcome.committed = True
+                outcome.inserted, outcome.updated, outcome.deleted = counts["replace"] + counts["update"], 0, counts["delete"]
         took = time.monotonic() - start_time
         log.info(
             f"{what} {ref.display}: {counts['earliest']} earliest-start, {counts['update']} update, "

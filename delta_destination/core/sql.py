@@ -12,8 +12,8 @@ from .model import Column, TableSchema
 from .names import quote_ident as q, quote_string
 from .types import spark_type
 
-# Row operations of a change set's merge source.
-OP_UPSERT, OP_UPDATE, OP_DELETE = 0, 1, 2
+# Row operations of a change set's merge source (APPEND rows are inserted without a match).
+OP_UPSERT, OP_UPDATE, OP_DELETE, OP_APPEND = 0, 1, 2, 4
 
 
 def properties_sql(props: dict[str, str]) -> str:
@@ -50,8 +50,26 @@ def key_match(table: TableSchema, keys: Sequence[str]) -> str:
     return " AND ".join(f"t.{q(k)} = s.c{names.index(k)}" for k in keys)
 
 
+def newer_sql(table: TableSchema, columns: Sequence[str]) -> str:
+    """The source row is newer than the stored one: columns compared in turn, NULL oldest,
+    ties on one column decided by the next; all equal is not newer.
+    >>> newer_sql(<id, cur, at>, ["cur"])
+    '(s.c1 > t.`cur` OR (s.c1 IS NOT NULL AND t.`cur` IS NULL))'
+    """
+    names = table.column_names
+    terms, equal_so_far = [], []
+    for c in columns:
+        sv, tv = f"s.c{names.index(c)}", f"t.{q(c)}"
+        gt = f"({sv} > {tv} OR ({sv} IS NOT NULL AND {tv} IS NULL))"
+        terms.append(" AND ".join(equal_so_far + [gt]) if equal_so_far else gt)
+        equal_so_far.append(f"{sv} <=> {tv}")
+    if len(terms) == 1:
+        return terms[0]
+    return "(" + " OR ".join(f"({t})" for t in terms) + ")"
+
+
 def merge_sql(target: str, view: str, table: TableSchema, keys: Sequence[str], ops: set[int],
-              keep_flags: set[int]) -> str:
+              keep_flags: set[int], newer_by: Sequence[str] = ()) -> str:
     """One MERGE applying upserts, partial updates and deletes; `keep_flags` are the columns
     whose source has a u<i> flag (keep the stored value where it is true).
 
@@ -68,11 +86,12 @@ def merge_sql(target: str, view: str, table: TableSchema, keys: Sequence[str], o
             sets.append(f"{q(c.name)} = CASE WHEN s.u{i} THEN t.{q(c.name)} ELSE {value_expr(i, c)} END")
         else:
             sets.append(f"{q(c.name)} = {value_expr(i, c)}")
+    newer = f" AND {newer_sql(table, newer_by)}" if newer_by else ""
     clauses = []
     if OP_DELETE in ops:
-        clauses.append(f"WHEN MATCHED AND s.op = {OP_DELETE} THEN DELETE")
+        clauses.append(f"WHEN MATCHED AND s.op = {OP_DELETE}{newer} THEN DELETE")
     if (OP_UPSERT in ops or OP_UPDATE in ops) and sets:
-        clauses.append(f"WHEN MATCHED AND s.op <> {OP_DELETE} THEN UPDATE SET " + ", ".join(sets))
+        clauses.append(f"WHEN MATCHED AND s.op <> {OP_DELETE}{newer} THEN UPDATE SET " + ", ".join(sets))
     if OP_UPSERT in ops:
         clauses.append(f"WHEN NOT MATCHED AND s.op = {OP_UPSERT} THEN {insert_clause(table)}")
     if not clauses:
@@ -86,14 +105,14 @@ def insert_clause(table: TableSchema) -> str:
     return f"INSERT ({cols}) VALUES ({vals})"
 
 
-def insert_sql(target: str, view: str, table: TableSchema) -> str:
-    """The upserts of a source as a plain append (no stored key matches).
+def insert_sql(target: str, view: str, table: TableSchema, op: int = OP_UPSERT) -> str:
+    """The source's rows of one operation as a plain append (no stored key matches).
     >>> insert_sql("t1", "v", <id, a>)
     'INSERT INTO t1 (`id`, `a`) SELECT s.c0, s.c1 FROM v AS s WHERE s.op = 0'
     """
     cols = ", ".join(q(c.name) for c in table.columns)
     vals = ", ".join(value_expr(i, c) for i, c in enumerate(table.columns))
-    return f"INSERT INTO {target} ({cols}) SELECT {vals} FROM {view} AS s WHERE s.op = {OP_UPSERT}"
+    return f"INSERT INTO {target} ({cols}) SELECT {vals} FROM {view} AS s WHERE s.op = {op}"
 
 
 def key_probe_sql(target: str, view: str, table: TableSchema, keys: Sequence[str]) -> str:

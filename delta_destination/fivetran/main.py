@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     logs.install(FivetranJsonHandler())
     settings = Settings.create(args.warehouse, args.engine, args.spark_remote)
     engines = Engines()
-    core = DeltaCore(engines)
+    core = DeltaCore(engines, door="fivetran")
     Warehouse(settings.warehouse).clean_leftovers()
 
     health_servicer = health.HealthServicer()

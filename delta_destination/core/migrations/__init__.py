@@ -46,8 +46,13 @@ __all__ = [
 ]
 
 
+def _snake(name: str) -> str:
+    return "".join("_" + ch.lower() if ch.isupper() else ch for ch in name).lstrip("_")
+
+
 class Migrator:
     def __init__(self, catalog: Catalog, tables: Tables):
+        self.catalog = catalog
         t = TableMigrations(catalog, tables)
         c = ColumnMigrations(catalog, tables)
         h = HistoryColumnMigrations(catalog, tables)
@@ -72,6 +77,13 @@ class Migrator:
         if handler is None:
             raise InvalidRequest("the migration request names no known operation")
         start = time.monotonic()
-        result, summary = handler(settings, details, details.operation)
+        name = "Migrate:" + _snake(type(details.operation).__name__)
+        try:
+            location = self.catalog.locate(settings, details.schema, details.table).location
+        except InvalidRequest:  # some operations name their tables elsewhere (from_table); they check
+            location = ""
+        with self.catalog.events.operation(name, details.schema, details.table, location) as outcome:
+            result, summary = handler(settings, details, details.operation)
+            outcome.committed = result == SUCCESS
         log.info(f"Migrate {details.schema}.{details.table}: {summary} ({time.monotonic() - start:.2f}s)")
         return result

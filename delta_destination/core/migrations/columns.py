@@ -38,7 +38,7 @@ class ColumnMigrations(MigrationFamily):
                 return read_table(eng, ref.location).select(
                     *[F.col(quote_ident(c.name)).alias(t.name) for c, t in zip(cur.columns, target.columns)])
 
-            self.rewrite(eng, ref, cur, target, make_df)
+            self.tables.rewrite_table(eng, ref, cur, target, make_df)
         return SUCCESS, f"rename_column: {op.from_column!r} renamed to {op.to_column!r} (table rewritten in one commit)"
 
     def copy_column(self, settings: Settings, d: MigrationDetails, op: CopyColumn):
@@ -68,7 +68,7 @@ class ColumnMigrations(MigrationFamily):
                 return read_table(eng, ref.location).select(
                     *[F.col(quote_ident(c.name)) for c in cur.columns], F.col(quote_ident(src.name)).alias(op.to_column))
 
-            self.rewrite(eng, ref, cur, target, make_df)
+            self.tables.rewrite_table(eng, ref, cur, target, make_df)
         return SUCCESS, f"copy_column: {op.from_column!r} copied to new column {op.to_column!r}"
 
     def add_column_with_default_value(self, settings: Settings, d: MigrationDetails, op: AddColumnWithDefaultValue):
@@ -98,7 +98,7 @@ class ColumnMigrations(MigrationFamily):
                     *[F.col(quote_ident(c.name)) for c in cur.columns],
                     F.col(param).cast(spark_type(new)).alias(new.name))
 
-            self.rewrite(eng, ref, cur, target, make_df)
+            self.tables.rewrite_table(eng, ref, cur, target, make_df)
         return SUCCESS, f"{what}: column {new.name!r} added with its default (one commit)"
 
     def update_column_value(self, settings: Settings, d: MigrationDetails, op: UpdateColumnValue):

@@ -11,10 +11,8 @@ is silent or leaves a choice, the choice is written at the operation):
   ONE overwrite commit; data changes are ONE MERGE;
 - the Fivetran metadata (table property `fivetran.schema`) cannot share the data commit
   on Sail (write options do not set table properties and REPLACE TABLE ... AS SELECT
-  refuses a new schema), so it is written FIRST as a superset (the new columns plus the
-  ones about to disappear): describe only reads the entries of columns the Delta schema
-  has, so the table describes correctly before and after the data commit, and a crash in
-  between is repaired by the replay. A last metadata commit drops the stale entries.
+  refuses a new schema): Tables.rewrite_table writes it first as a superset, and a
+  crash in between is repaired by the replay.
 """
 from __future__ import annotations
 
@@ -28,7 +26,7 @@ from ...engines.dialect import EngineSession
 from ...engines.errors import run_engine
 from ...settings import Settings
 from ..catalog import Catalog, TableRef
-from ..ddl import Tables, validate_columns
+from ..ddl import Tables
 from ..errors import CustomerActionRequired, InvalidRequest, SchemaMismatch, ValueConversionError
 from ..model import ACTIVE, END, START, Column, DataType, TableSchema
 from ..names import check_column_name
@@ -127,20 +125,6 @@ class MigrationFamily:
     def forget(self, eng: EngineSession, ref: TableRef) -> None:
         self.catalog.schema_changed(eng, ref)
         self.catalog.forget(ref)
-
-    def rewrite(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema, make_df) -> None:
-        """New schema + data in ONE overwrite commit, metadata before (superset) and after."""
-        validate_columns(target)
-        removed = tuple(c for c in current.columns if not target.has(c.name))
-        self.catalog.set_metadata(eng, ref, TableSchema(target.name, target.columns + removed))
-
-        def go():
-            make_df().write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
-
-        run_engine(f"rewrite {ref.display}", go)
-        self.catalog.schema_changed(eng, ref)
-        if removed:
-            self.catalog.set_metadata(eng, ref, target)
 
     def run_merge(self, eng: EngineSession, settings: Settings, ref: TableRef, source: pa.Table, sql_template: str) -> None:
         """Ship `source` to the engine and run the MERGE (`{view}` in the template names it)."""

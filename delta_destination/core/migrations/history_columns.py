@@ -78,7 +78,7 @@ class HistoryColumnMigrations(MigrationFamily):
                 f"LEFT ANTI JOIN (SELECT {', '.join('y.' + q(k) for k in keys)} FROM {ident} y CROSS JOIN {view} p2 "
                 f"WHERE y.{s_} = p2.ts) x ON {taken_on} WHERE {open_before}"
             )
-            self.rewrite(eng, ref, cur, table, lambda: spark.sql(sql))
+            self.tables.rewrite_table(eng, ref, cur, table, lambda: spark.sql(sql))
 
     def drop_column_in_history_mode(self, settings: Settings, d: MigrationDetails, op: DropColumnInHistoryMode):
         what = "drop_column_in_history_mode"

@@ -90,7 +90,7 @@ class SyncModeMigrations(MigrationFamily):
                 self.catalog.tidy_metadata(eng, ref, cur)
                 return SUCCESS, "SOFT_DELETE_TO_HISTORY: already in history mode (replay)"
             target, make_df, how = to_history(eng, ref.location, cur, soft, live=False)
-            self.rewrite(eng, ref, cur, target, make_df)
+            self.tables.rewrite_table(eng, ref, cur, target, make_df)
         return SUCCESS, f"SOFT_DELETE_TO_HISTORY: {how} (one commit)"
 
     def _history_to_soft_delete(self, settings: Settings, d: MigrationDetails, op: TableSyncModeMigration):
@@ -133,5 +133,5 @@ class SyncModeMigrations(MigrationFamily):
                 deleted = F.coalesce(~F.col(quote_ident(ACTIVE)), F.lit(False))
                 return latest.select(*[deleted.alias(c.name) if c.name == soft else F.col(quote_ident(c.name)) for c in target.columns])
 
-            self.rewrite(eng, ref, cur, target, make_df)
+            self.tables.rewrite_table(eng, ref, cur, target, make_df)
         return SUCCESS, f"{what}: latest version per key kept{', deleted keys removed' if drop_deleted else ''} (one commit)"

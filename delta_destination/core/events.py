@@ -1,0 +1,77 @@
+"""Table operations as events: START before the work, then COMPLETE (with what the commit
+wrote) or FAIL. Listeners (lineage) hang off the core, so every door gets them.
+
+A listener must never fail or slow a write: `Events` calls them inside try/except, and
+listeners that talk to the network are expected to queue and return at once.
+"""
+from __future__ import annotations
+
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator, Optional, Protocol
+
+from .. import logs
+from .model import Column
+
+log = logs.get(__name__)
+
+
+@dataclass(frozen=True)
+class TableEvent:
+    run_id: str       # one per operation (a UUID)
+    door: str         # the front door that asked ("fivetran", "airbyte", "conduit")
+    operation: str    # the door's name for it ("WriteBatch", "CreateTable", "Migrate:rename_column" ...)
+    schema: str
+    table: str
+    location: str     # where the table lives (a local path or a storage URL)
+
+
+@dataclass
+class TableOutcome:
+    """Filled in by the operation as it goes; read by listeners on completion."""
+
+    committed: bool = False                   # did the operation write a Delta commit
+    version: Optional[int] = None             # the Delta version it wrote (set by the core when known)
+    lifecycle: Optional[str] = None           # CREATE, ALTER, TRUNCATE, OVERWRITE, DROP, RENAME (OpenLineage's words)
+    columns: tuple[Column, ...] = ()          # the table's columns after the operation
+    inserted: Optional[int] = None
+    updated: Optional[int] = None
+    deleted: Optional[int] = None
+    extra: dict = field(default_factory=dict)
+
+
+class Listener(Protocol):
+    def started(self, event: TableEvent) -> None: ...
+
+    def completed(self, event: TableEvent, outcome: TableOutcome) -> None: ...
+
+    def failed(self, event: TableEvent, error: BaseException) -> None: ...
+
+
+class Events:
+    def __init__(self, door: str = "core"):
+        self.door = door
+        self.listeners: list[Listener] = []
+
+    def _notify(self, method: str, *args) -> None:
+        for listener in self.listeners:
+            try:
+                getattr(listener, method)(*args)
+            except Exception as exc:  # noqa: BLE001 - a listener never fails a write
+                log.warning(f"a {type(listener).__name__} failed on {method} ({type(exc).__name__}); the write is unaffected")
+
+    @contextmanager
+    def operation(self, operation: str, schema: str, table: str, location: str) -> Iterator[TableOutcome]:
+        if not self.listeners:
+            yield TableOutcome()
+            return
+        event = TableEvent(str(uuid.uuid4()), self.door, operation, schema, table, location)
+        outcome = TableOutcome()
+        self._notify("started", event)
+        try:
+            yield outcome
+        except BaseException as exc:
+            self._notify("failed", event, exc)
+            raise
+        self._notify("completed", event, outcome)
