@@ -13,7 +13,7 @@ from batch_helpers import batch_file, write_request
 from testkit.server_process import RunningServer
 from testkit.delta_read import read_delta_table
 from rpc_helpers import col, table
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.fivetran._proto import destination_sdk_pb2 as pb, destination_sdk_pb2_grpc as pb_grpc
 
 
 def test_logs_are_fivetran_json_lines(server):
@@ -76,3 +76,38 @@ def test_sigterm_drains_in_flight_request(tmp_path):
     assert code == 0
     assert read_delta_table(f"{tmp_path}/wh/s/drain").num_rows == 200_000
     assert "destination stopped" in (tmp_path / "log").read_text()
+
+
+def test_log_lines_carry_fivetran_account_and_group(tmp_path):
+    """FIVETRAN_ACCOUNT_NAME / FIVETRAN_GROUP_NAME are context on every line (trimmed, one line)."""
+    srv = RunningServer(tmp_path / "wh", tmp_path / "log",
+                        env={"FIVETRAN_ACCOUNT_NAME": "  acme\ncorp ", "FIVETRAN_GROUP_NAME": "\tlake_dest "})
+    try:
+        resp = srv.stub.DescribeTable(pb.DescribeTableRequest(schema_name="s", table_name="missing"), timeout=60)
+        assert resp.not_found
+    finally:
+        srv.stop()
+    lines = [json.loads(l) for l in (tmp_path / "log").read_text().splitlines() if l.startswith("{")]
+    assert len(lines) >= 3
+    for obj in lines:
+        assert obj["message"].endswith(" [fivetran_account_name: acme corp, fivetran_group_name: lake_dest]"), obj
+
+
+def test_requests_up_to_128_mib_are_accepted(server):
+    """The SDK raises gRPC's limits to 128 MiB in both directions (gRPC's default receive limit is 4 MiB)."""
+    big = "x" * (100 * 1024 * 1024)
+    ch = grpc.insecure_channel(f"127.0.0.1:{server.port}", options=[("grpc.max_send_message_length", 256 * 1024 * 1024)])
+    try:
+        stub = pb_grpc.DestinationConnectorStub(ch)
+        resp = stub.DescribeTable(pb.DescribeTableRequest(schema_name="s", table_name="missing", configuration={"pad": big}),
+                                  timeout=120)
+        assert resp.not_found
+        too_big = "x" * (129 * 1024 * 1024)
+        try:
+            stub.DescribeTable(pb.DescribeTableRequest(schema_name="s", table_name="t", configuration={"pad": too_big}),
+                               timeout=120)
+            raise AssertionError("a request over 128 MiB was accepted")
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc.code()
+    finally:
+        ch.close()

@@ -21,6 +21,7 @@ from .log_format import FivetranJsonHandler
 from .servicer import DestinationServicer
 
 GRACE_SECONDS = 60
+MAX_MESSAGE_BYTES = 128 * 1024 * 1024  # the SDK's limit, in both directions
 HEALTH_INTERVAL = 15.0
 log = logs.get("delta_destination.fivetran.main")  # not __name__: this module also runs as __main__
 
@@ -63,7 +64,8 @@ def main(argv=None) -> int:
     health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=args.workers, thread_name_prefix="rpc"),
-        options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
+        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
     )
     fmt = FileFormat.PARQUET if args.batch_file_format == "parquet" else FileFormat.CSV
     destination_sdk_pb2_grpc.add_DestinationConnectorServicer_to_server(DestinationServicer(settings, core, fmt), server)
