@@ -157,3 +157,35 @@ def test_alter_missing_table(stub, unique_schema):
 def test_truncate_missing_table_is_success(stub, unique_schema):
     r = stub.Truncate(pb.TruncateRequest(schema_name=unique_schema, table_name="none", synced_column="_fivetran_synced", utc_delete_before=ts(datetime.now(timezone.utc))))
     assert r.success
+
+
+def test_describe_reports_params_and_alter_widens_them(stub, unique_schema, server, tmp_path):
+    """SDK rule: DescribeTable reports string_byte_length and DECIMAL precision/scale, and
+    AlterTable widens them; stored values are kept exactly, a narrowing that would alter a
+    value is refused and leaves the table as it was."""
+    from decimal import Decimal
+
+    from batch_helpers import batch_file, write_request
+
+    path = f"{server.warehouse}/{unique_schema}/params"
+    t1 = table("params", col("id", "INT", pk=True), col("s", "STRING", sbl=64), col("d", "DECIMAL", precision=6, scale=2),
+               col("_fivetran_synced", "UTC_DATETIME"))
+    stub.CreateTable(pb.CreateTableRequest(schema_name=unique_schema, table=t1))
+    assert columns_of(describe(stub, unique_schema, "params"))["s"] == ("STRING", False, 64)
+    synced = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    rows = [{"id": 1, "s": "x" * 60, "d": Decimal("1234.56"), "_fivetran_synced": synced}]
+    assert stub.WriteBatch(write_request(unique_schema, t1, replace=[batch_file(tmp_path, t1, rows)])).success
+    t2 = table("params", col("id", "INT", pk=True), col("s", "STRING", sbl=256), col("d", "DECIMAL", precision=20, scale=4),
+               col("_fivetran_synced", "UTC_DATETIME"))
+    assert _alter(stub, unique_schema, t2).success
+    got = columns_of(describe(stub, unique_schema, "params"))
+    assert got["s"] == ("STRING", False, 256) and got["d"] == ("DECIMAL", False, (20, 4))
+    data = read_delta_table(path)
+    assert data.column("d").to_pylist() == [Decimal("1234.5600")] and data.column("s").to_pylist() == ["x" * 60]
+    v = delta_version(path)
+    t3 = table("params", col("id", "INT", pk=True), col("s", "STRING", sbl=256), col("d", "DECIMAL", precision=5, scale=1),
+               col("_fivetran_synced", "UTC_DATETIME"))
+    expect_error(lambda: _alter(stub, unique_schema, t3), grpc.StatusCode.INVALID_ARGUMENT)
+    assert delta_version(path) == v
+    assert read_delta_table(path).column("d").to_pylist() == [Decimal("1234.5600")]
+    assert columns_of(describe(stub, unique_schema, "params"))["d"] == ("DECIMAL", False, (20, 4))

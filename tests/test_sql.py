@@ -90,3 +90,18 @@ def test_newer_by_orders_with_null_oldest_and_ties_by_the_next_column():
     assert f"WHEN MATCHED AND s.op = 2 AND {newer} THEN DELETE" in got
     assert f"WHEN MATCHED AND s.op <> 2 AND {newer} THEN UPDATE SET" in got
     assert sql.insert_sql("tgt", "src", t, sql.OP_APPEND).endswith("WHERE s.op = 4")
+
+
+def test_lossless_type_changes_need_no_value_check():
+    from delta_destination.core.types import is_lossless_change as ok
+
+    c = lambda t, p=None, s=None: Column("c", t, precision=p, scale=s)  # noqa: E731
+    assert ok(c(T.INT), c(T.LONG)) and ok(c(T.SHORT), c(T.FLOAT)) and ok(c(T.FLOAT), c(T.DOUBLE))
+    assert ok(c(T.DECIMAL, 10, 2), c(T.DECIMAL, 20, 4)) and ok(c(T.INT), c(T.DECIMAL, 12, 2))
+    assert ok(c(T.NAIVE_DATE), c(T.UTC_DATETIME)) and ok(c(T.LONG), c(T.STRING))
+    assert not ok(c(T.DECIMAL, 20, 4), c(T.DECIMAL, 20, 2)) and not ok(c(T.DECIMAL, 10, 2), c(T.DECIMAL, 9, 2))
+    assert not ok(c(T.LONG), c(T.DOUBLE)) and not ok(c(T.DOUBLE), c(T.INT)) and not ok(c(T.BINARY), c(T.STRING))
+    assert not ok(c(T.LONG), c(T.DECIMAL, 20, 2)) and not ok(c(T.STRING), c(T.INT))
+    assert sql.altered_values_sql("t1", [("d", "DECIMAL(20,4)", "DECIMAL(5,1)")]) == (
+        "SELECT SUM(CASE WHEN `d` IS NOT NULL AND NOT (CAST(CAST(`d` AS DECIMAL(5,1)) AS DECIMAL(20,4)) <=> `d`) "
+        "THEN 1 ELSE 0 END) AS c0 FROM t1")

@@ -18,8 +18,8 @@ from .catalog import Catalog, TableRef
 from .errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismatch, TableAlreadyExists
 from .model import Column, DataType, TableSchema
 from .names import check_column_name, quote_ident
-from .sql import column_defs, truncate_sql
-from .types import same_storage, spark_type, validate_decimal
+from .sql import altered_values_sql, column_defs, truncate_sql
+from .types import is_lossless_change, same_storage, spark_type, validate_decimal
 
 log = logs.get(__name__)
 
@@ -117,11 +117,14 @@ class Tables:
             return summary
 
     def rewrite_columns(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema) -> None:
-        """Type changes and drops: one overwrite commit with the new schema (no type widening on Sail)."""
+        """Type changes and drops: one overwrite commit with the new schema (no type widening on
+        Sail). A narrowing change is checked against the stored values first."""
         from pyspark.sql import functions as F
 
         cur = {c.name: c for c in current.columns}
-        self.catalog.prepare_stats_for(eng, ref, current, target)
+        changed = [c.name for c in target.columns if c.name in cur and not same_storage(cur[c.name], c)]
+        checked = [(c.name, spark_type(cur[c.name]), spark_type(c)) for c in target.columns
+                   if c.name in changed and not is_lossless_change(cur[c.name], c)]
 
         def go():
             base = eng.spark.read.format("delta").load(ref.location)
@@ -135,8 +138,10 @@ class Tables:
                     cols.append(F.col(quote_ident(c.name)).cast(spark_type(c)).alias(c.name))
             base.select(*cols).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
 
-        changed = [c.name for c in target.columns if c.name in cur and not same_storage(cur[c.name], c)]
         try:
+            if checked:
+                self._refuse_altered_values(eng, ref, checked)
+            self.catalog.prepare_stats_for(eng, ref, current, target)
             run_engine(f"rewrite {ref.display}", go)
         except EngineError as exc:
             if changed and not isinstance(exc, EngineUnavailable):
@@ -189,6 +194,17 @@ class Tables:
             self.rewrite_table(eng, ref, current, target, make_df)
             outcome.committed, outcome.lifecycle, outcome.columns = True, "OVERWRITE", target.columns
             log.info(f"{ref.display}: contents replaced in one commit")
+
+    def _refuse_altered_values(self, eng: EngineSession, ref: TableRef, checked: list[tuple[str, str, str]]) -> None:
+        """A narrowing type change is done only when no stored value would change (a DECIMAL
+        scale cut or FLOAT to INT would otherwise round silently)."""
+        sql = altered_values_sql(self.catalog.sql_name(eng, ref), checked)
+        row = run_engine(f"check the values of {ref.display}", lambda: eng.spark.sql(sql).collect())[0]
+        altered = [name for (name, _, _), n in zip(checked, row) if n]
+        if altered:
+            raise InvalidRequest(
+                f"{ref.display}: changing the type of column(s) {', '.join(map(repr, altered))} would alter stored "
+                f"values (rounding or truncation); the table is unchanged")
 
     # ---- truncate --------------------------------------------------------------------------
     def truncate(self, settings: Settings, schema_name: str, table: str, synced_column: str, before: datetime,

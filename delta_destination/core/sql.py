@@ -182,6 +182,21 @@ def set_all_rows_sql(target: str, view: str, column: Column) -> str:
     return f"MERGE INTO {target} AS t USING {view} AS s ON true WHEN MATCHED AND NOT (t.{c} <=> {v}) THEN UPDATE SET {c} = {v}"
 
 
+def altered_values_sql(target: str, changes: Sequence[tuple[str, str, str]]) -> str:
+    """For (column, old type, new type): how many stored values a cast would change (a
+    round trip that does not give the value back). Under ANSI mode a cast that cannot be
+    done at all fails the query instead.
+    >>> altered_values_sql("t1", [("d", "DECIMAL(20,4)", "DECIMAL(5,1)")])
+    'SELECT SUM(CASE WHEN `d` IS NOT NULL AND NOT (CAST(CAST(`d` AS DECIMAL(5,1)) AS DECIMAL(20,4)) <=> `d`)
+     THEN 1 ELSE 0 END) AS c0 FROM t1'   (one line)
+    """
+    sums = ", ".join(
+        f"SUM(CASE WHEN {q(c)} IS NOT NULL AND NOT (CAST(CAST({q(c)} AS {new}) AS {old}) <=> {q(c)}) "
+        f"THEN 1 ELSE 0 END) AS c{i}"
+        for i, (c, old, new) in enumerate(changes))
+    return f"SELECT {sums} FROM {target}"
+
+
 def copy_column_sql(target: str, from_column: str, to_column: str) -> str:
     """>>> copy_column_sql("t1", "a", "b")
     'UPDATE t1 SET `b` = `a` WHERE NOT (`b` <=> `a`)'

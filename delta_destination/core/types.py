@@ -135,6 +135,35 @@ def type_label(col: Column) -> str:
     return FT(col.type).name
 
 
+_INT_DIGITS = {"SMALLINT": 5, "INT": 10, "BIGINT": 19}
+_WIDER = {
+    "SMALLINT": {"INT", "BIGINT", "FLOAT", "DOUBLE"},
+    "INT": {"BIGINT", "DOUBLE"},
+    "FLOAT": {"DOUBLE"},
+    "DATE": {"TIMESTAMP", "TIMESTAMP_NTZ"},
+    "TIMESTAMP": {"TIMESTAMP_NTZ"},      # exact in the UTC session the engines run
+    "TIMESTAMP_NTZ": {"TIMESTAMP"},
+}
+
+
+def is_lossless_change(old: Column, new: Column) -> bool:
+    """True when every value of `old`'s type is exactly representable in `new`'s type, so a
+    type change needs no check of the stored values (widening integers, more DECIMAL digits
+    on both sides of the point, anything but BINARY to STRING ...)."""
+    a, b = spark_type(old), spark_type(new)
+    if a == b or (b == "STRING" and a != "BINARY"):
+        return True
+    if b in _WIDER.get(a, ()):
+        return True
+    if b.startswith("DECIMAL"):
+        p2, s2 = new.decimal_params()
+        if a.startswith("DECIMAL"):
+            p1, s1 = old.decimal_params()
+            return s2 >= s1 and p2 - s2 >= p1 - s1
+        return a in _INT_DIGITS and p2 - s2 >= _INT_DIGITS[a]
+    return False
+
+
 def validate_decimal(col: Column) -> None:
     if col.type != FT.DECIMAL:
         return
