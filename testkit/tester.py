@@ -442,15 +442,23 @@ class ReferenceModel:
                     row[END] = start - ONE_MS
 
     def history_update(self, name: str, rows: Iterable[dict]) -> None:
-        """New versions; unmodified columns come from the key's latest version
-        (the one that was active before the earliest-start step closed it)."""
+        """New versions; unmodified columns come from the version of the key that was active
+        before the batch (the one the earliest-start step closed: the latest version starting
+        before the batch's earliest start of the key), for every version of the batch (the SDK
+        guide); a key with no such version continues from the previous version of the batch."""
         t = self.tables[name]
+        rows = list(rows)
+        eff: dict = {}
+        for r in rows:
+            bk = t.bkey(r)
+            eff[bk] = min(eff.get(bk, r[START]), r[START])
         for r in rows:
             bk = t.bkey(r)
             previous = [row for row in t.rows.values() if t.bkey(row) == bk]
             if not previous:
                 continue  # update of a key that does not exist: ignored
-            base = max(previous, key=lambda row: row[START])
+            before = [row for row in previous if row[START] < eff[bk]]
+            base = max(before or previous, key=lambda row: row[START])
             new = dict(base)
             new.update(r)
             t.rows[t.row_key(new)] = new

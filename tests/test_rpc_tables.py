@@ -189,3 +189,30 @@ def test_describe_reports_params_and_alter_widens_them(stub, unique_schema, serv
     assert delta_version(path) == v
     assert read_delta_table(path).column("d").to_pylist() == [Decimal("1234.5600")]
     assert columns_of(describe(stub, unique_schema, "params"))["d"] == ("DECIMAL", False, (20, 4))
+
+
+def test_alter_to_float_rounds_but_never_overflows(stub, unique_schema, server, tmp_path):
+    """DOUBLE -> FLOAT rounds to FLOAT precision (what the type change asks for, as Fivetran's
+    own tester input does), but a finite value beyond FLOAT's range is refused, not turned
+    into infinity; DOUBLE -> INT would truncate fractions: refused."""
+    from batch_helpers import batch_file, write_request
+
+    path = f"{server.warehouse}/{unique_schema}/flt"
+    synced = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    t1 = table("flt", col("id", "INT", pk=True), col("x", "DOUBLE"), col("_fivetran_synced", "UTC_DATETIME"))
+    stub.CreateTable(pb.CreateTableRequest(schema_name=unique_schema, table=t1))
+    rows = [{"id": 1, "x": 100.45, "_fivetran_synced": synced}, {"id": 2, "x": 1e300, "_fivetran_synced": synced}]
+    assert stub.WriteBatch(write_request(unique_schema, t1, replace=[batch_file(tmp_path, t1, rows)])).success
+    as_float = table("flt", col("id", "INT", pk=True), col("x", "FLOAT"), col("_fivetran_synced", "UTC_DATETIME"))
+    as_int = table("flt", col("id", "INT", pk=True), col("x", "INT"), col("_fivetran_synced", "UTC_DATETIME"))
+    v = delta_version(path)
+    expect_error(lambda: _alter(stub, unique_schema, as_float), grpc.StatusCode.INVALID_ARGUMENT)
+    assert delta_version(path) == v
+    rows = [{"id": 2, "x": 2.5, "_fivetran_synced": synced}]
+    assert stub.WriteBatch(write_request(unique_schema, t1, replace=[batch_file(tmp_path, t1, rows)])).success
+    v = delta_version(path)
+    expect_error(lambda: _alter(stub, unique_schema, as_int), grpc.StatusCode.INVALID_ARGUMENT)
+    assert delta_version(path) == v
+    assert _alter(stub, unique_schema, as_float).success
+    got = dict(zip(*[read_delta_table(path).column(c).to_pylist() for c in ("id", "x")]))
+    assert abs(got[1] - 100.45) < 1e-4 and got[2] == 2.5

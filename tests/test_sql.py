@@ -92,16 +92,24 @@ def test_newer_by_orders_with_null_oldest_and_ties_by_the_next_column():
     assert sql.insert_sql("tgt", "src", t, sql.OP_APPEND).endswith("WHERE s.op = 4")
 
 
-def test_lossless_type_changes_need_no_value_check():
-    from delta_destination.core.types import is_lossless_change as ok
+def test_type_changes_say_what_the_stored_values_must_pass():
+    from delta_destination.core.types import value_check as check
 
     c = lambda t, p=None, s=None: Column("c", t, precision=p, scale=s)  # noqa: E731
-    assert ok(c(T.INT), c(T.LONG)) and ok(c(T.SHORT), c(T.FLOAT)) and ok(c(T.FLOAT), c(T.DOUBLE))
-    assert ok(c(T.DECIMAL, 10, 2), c(T.DECIMAL, 20, 4)) and ok(c(T.INT), c(T.DECIMAL, 12, 2))
-    assert ok(c(T.NAIVE_DATE), c(T.UTC_DATETIME)) and ok(c(T.LONG), c(T.STRING))
-    assert not ok(c(T.DECIMAL, 20, 4), c(T.DECIMAL, 20, 2)) and not ok(c(T.DECIMAL, 10, 2), c(T.DECIMAL, 9, 2))
-    assert not ok(c(T.LONG), c(T.DOUBLE)) and not ok(c(T.DOUBLE), c(T.INT)) and not ok(c(T.BINARY), c(T.STRING))
-    assert not ok(c(T.LONG), c(T.DECIMAL, 20, 2)) and not ok(c(T.STRING), c(T.INT))
-    assert sql.altered_values_sql("t1", [("d", "DECIMAL(20,4)", "DECIMAL(5,1)")]) == (
+    for old, new in [(c(T.INT), c(T.LONG)), (c(T.SHORT), c(T.FLOAT)), (c(T.FLOAT), c(T.DOUBLE)),
+                     (c(T.DECIMAL, 10, 2), c(T.DECIMAL, 20, 4)), (c(T.INT), c(T.DECIMAL, 12, 2)),
+                     (c(T.NAIVE_DATE), c(T.UTC_DATETIME)), (c(T.LONG), c(T.STRING)), (c(T.LONG), c(T.DOUBLE)),
+                     (c(T.DECIMAL, 38, 2), c(T.DOUBLE))]:
+        assert check(old, new) == "none", (old, new)
+    for old, new in [(c(T.DOUBLE), c(T.FLOAT)), (c(T.DECIMAL, 38, 0), c(T.FLOAT)), (c(T.LONG), c(T.FLOAT))]:
+        assert check(old, new) == "range", (old, new)
+    for old, new in [(c(T.DECIMAL, 20, 4), c(T.DECIMAL, 20, 2)), (c(T.DECIMAL, 10, 2), c(T.DECIMAL, 9, 2)),
+                     (c(T.DOUBLE), c(T.INT)), (c(T.BINARY), c(T.STRING)), (c(T.LONG), c(T.DECIMAL, 20, 2)),
+                     (c(T.STRING), c(T.INT)), (c(T.UTC_DATETIME), c(T.NAIVE_DATE))]:
+        assert check(old, new) == "exact", (old, new)
+    assert sql.altered_values_sql("t1", [("d", "DECIMAL(20,4)", "DECIMAL(5,1)", "exact")]) == (
         "SELECT SUM(CASE WHEN `d` IS NOT NULL AND NOT (CAST(CAST(`d` AS DECIMAL(5,1)) AS DECIMAL(20,4)) <=> `d`) "
         "THEN 1 ELSE 0 END) AS c0 FROM t1")
+    assert sql.altered_values_sql("t1", [("x", "DOUBLE", "FLOAT", "range")]) == (
+        "SELECT SUM(CASE WHEN `x` IS NOT NULL AND ABS(CAST(`x` AS DOUBLE)) > 3.4028234663852886e+38 "
+        "AND ABS(CAST(`x` AS DOUBLE)) < CAST('Infinity' AS DOUBLE) THEN 1 ELSE 0 END) AS c0 FROM t1")

@@ -19,7 +19,7 @@ from .errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismat
 from .model import Column, DataType, TableSchema
 from .names import check_column_name, quote_ident
 from .sql import altered_values_sql, column_defs, truncate_sql
-from .types import is_lossless_change, same_storage, spark_type, validate_decimal
+from .types import same_storage, spark_type, validate_decimal, value_check
 
 log = logs.get(__name__)
 
@@ -123,8 +123,9 @@ class Tables:
 
         cur = {c.name: c for c in current.columns}
         changed = [c.name for c in target.columns if c.name in cur and not same_storage(cur[c.name], c)]
-        checked = [(c.name, spark_type(cur[c.name]), spark_type(c)) for c in target.columns
-                   if c.name in changed and not is_lossless_change(cur[c.name], c)]
+        checked = [(c.name, spark_type(cur[c.name]), spark_type(c), value_check(cur[c.name], c))
+                   for c in target.columns if c.name in changed]
+        checked = [x for x in checked if x[3] != "none"]
 
         def go():
             base = eng.spark.read.format("delta").load(ref.location)
@@ -195,16 +196,18 @@ class Tables:
             outcome.committed, outcome.lifecycle, outcome.columns = True, "OVERWRITE", target.columns
             log.info(f"{ref.display}: contents replaced in one commit")
 
-    def _refuse_altered_values(self, eng: EngineSession, ref: TableRef, checked: list[tuple[str, str, str]]) -> None:
-        """A narrowing type change is done only when no stored value would change (a DECIMAL
-        scale cut or FLOAT to INT would otherwise round silently)."""
+    def _refuse_altered_values(self, eng: EngineSession, ref: TableRef, checked: list[tuple[str, str, str, str]]) -> None:
+        """A narrowing type change is done only when no stored value would change beyond what
+        the new type means (a DECIMAL scale cut or DOUBLE to INT would otherwise round
+        silently; DOUBLE to FLOAT rounds to FLOAT precision by definition, but must not
+        overflow)."""
         sql = altered_values_sql(self.catalog.sql_name(eng, ref), checked)
         row = run_engine(f"check the values of {ref.display}", lambda: eng.spark.sql(sql).collect())[0]
-        altered = [name for (name, _, _), n in zip(checked, row) if n]
+        altered = [name for (name, _, _, _), n in zip(checked, row) if n]
         if altered:
             raise InvalidRequest(
                 f"{ref.display}: changing the type of column(s) {', '.join(map(repr, altered))} would alter stored "
-                f"values (rounding or truncation); the table is unchanged")
+                f"values (rounding, truncation or overflow); the table is unchanged")
 
     # ---- truncate --------------------------------------------------------------------------
     def truncate(self, settings: Settings, schema_name: str, table: str, synced_column: str, before: datetime,

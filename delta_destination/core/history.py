@@ -13,18 +13,19 @@ start named in earliest_start_files, or the earliest new version if none:
      a new version with the same start); the latest stored version before eff
      (normally the active one) is closed if still open at eff:
      _fivetran_active = false, _fivetran_end = eff(k) - 1 ms;
-  2. update versions fill their unmodified columns from the previous version of
-     the key: that latest stored version before eff for the first one (so a
-     replay, which finds it already closed, fills the same values), the
-     previous new version of the batch after that. An update for a key with no
-     previous version at all is ignored, as updates of missing rows are in
-     live mode;
+  2. update versions fill their unmodified columns from the key's version that was
+     active before the batch (that latest stored version before eff, so a replay,
+     which finds it already closed, fills the same values) -- every update version
+     of the key, as the SDK's guide has it; a key with no stored version continues
+     from the previous new version of the batch. An update for a key with no
+     previous version at all is ignored, as updates of missing rows are in live mode;
   3. replace versions are inserted as given;
   4. a delete closes the key's active version (the newest new version if any)
      with the file's _fivetran_end.
-New versions of one key are chained: each but the newest gets
-_fivetran_end = next start - 1 ms and _fivetran_active = false; the newest is
-active with the maximum _fivetran_end, so exactly one version per key is active.
+Each new version keeps the _fivetran_end / _fivetran_active its file gives; where
+a file leaves them out, versions of one key are chained: each but the newest gets
+_fivetran_end = next start - 1 ms and _fivetran_active = false, the newest is
+active with the maximum _fivetran_end.
 """
 from __future__ import annotations
 
@@ -299,15 +300,14 @@ class _Actions:
         parts = []
         v_keep_kid = np.zeros(0, dtype=np.int64)
         if v is not None:
-            vt, v_kid, v_start = self._versions(v, v_kid, v_start, base_row, has_base)
+            vt, v_kid, v_start, flags = self._versions(v, v_kid, v_start, base_row, has_base)
             if vt is not None:
                 v_keep_kid = v_kid
-                n = vt.num_rows
-                last = np.ones(n, dtype=bool)
+                end, active = self._chain(vt, v_kid, v_start, flags)
+                # a delete in the same batch closes the key's active version
+                last = np.ones(vt.num_rows, dtype=bool)
                 last[:-1] = v_kid[1:] != v_kid[:-1]
-                end = np.where(last, MAX_END_US, np.append(v_start[1:], 0) - ONE_MS)
-                active = last.copy()
-                dl = last & has_d[v_kid]
+                dl = last & active & has_d[v_kid]
                 end[dl] = d_end[v_kid[dl]]
                 active[dl] = False
                 vt = self._set(vt, END, end)
@@ -383,14 +383,37 @@ class _Actions:
             v, v_kid, v_start, flags = v.take(pa.array(sel)), v_kid[sel], v_start[sel], flags[sel]
             needs_fill, is_update = needs_fill[sel], is_update[sel]
         if v.num_rows == 0:
-            return None, v_kid, v_start
+            return None, v_kid, v_start, flags
         vt = v.select([f"c{i}" for i in range(ncols)])
         if needs_fill.any():
             vt = self._fill(vt, v_kid, flags, base_row, has_base)
-        return vt, v_kid, v_start
+        return vt, v_kid, v_start, flags
+
+    def _chain(self, vt: pa.Table, v_kid, v_start, flags) -> tuple[np.ndarray, np.ndarray]:
+        """_fivetran_end / _fivetran_active of the new versions: each row keeps the values its
+        file gives (the SDK: "each row keeps its own"); where a file leaves them out (or marks
+        them unmodified), versions of a key are chained -- all but the newest end at the next
+        start - 1 ms, inactive; the newest is active until the maximum timestamp."""
+        p = self.p
+        last = np.ones(vt.num_rows, dtype=bool)
+        last[:-1] = v_kid[1:] != v_kid[:-1]
+        end = np.where(last, MAX_END_US, np.append(v_start[1:], 0) - ONE_MS)
+        active = last.copy()
+        i_end, i_active = p.idx[END], p.idx[ACTIVE]
+        given_end = ~flags[:, i_end] & np.asarray(vt.column(f"c{i_end}").is_valid().to_numpy(zero_copy_only=False), bool)
+        given_active = ~flags[:, i_active] & np.asarray(vt.column(f"c{i_active}").is_valid().to_numpy(zero_copy_only=False), bool)
+        if given_end.any():
+            end = np.where(given_end, us(vt.column(f"c{i_end}").fill_null(0)), end)
+        if given_active.any():
+            file_active = np.asarray(vt.column(f"c{i_active}").fill_null(False).to_numpy(zero_copy_only=False), bool)
+            active = np.where(given_active, file_active, active)
+        return end, active
 
     def _fill(self, vt: pa.Table, v_kid, flags, base_row, has_base) -> pa.Table:
-        """Unmodified cells take the previous version's value: a grouped forward fill by index."""
+        """Unmodified cells take the value of the key's version that was active before the
+        batch (the SDK: "the last active record in the destination", i.e. the one the
+        earliest-start step closed) -- for every update version of the key in the batch.
+        A key with no stored version continues from the previous version of the batch."""
         p, cur = self.p, self.current
         kids_with_base = np.unique(v_kid[has_base[v_kid]])
         base_idx = base_row[kids_with_base]
@@ -408,11 +431,16 @@ class _Actions:
         is_version = np.concatenate([np.zeros(0 if base is None else kids_with_base.size, dtype=bool),
                                      np.ones(v_kid.size, dtype=bool)])[order]
         pos = np.arange(comb.num_rows)
+        new_group = np.ones(kid.size, dtype=bool)
+        new_group[1:] = kid[1:] != kid[:-1]
+        group_start = np.maximum.accumulate(np.where(new_group, pos, 0))
+        from_base = has_base[kid]  # the group starts with the stored base row
         cols = []
         for i in range(len(p.names)):
             col = comb.column(f"c{i}")
             if fl[:, i].any():
-                src = np.maximum.accumulate(np.where(~fl[:, i], pos, -1))
+                chained = np.maximum.accumulate(np.where(~fl[:, i], pos, -1))
+                src = np.where(fl[:, i] & from_base, group_start, chained)
                 col = col.take(pa.array(src))
             cols.append(col)
         filled = pa.Table.from_arrays(cols, names=[f"c{i}" for i in range(len(p.names))])

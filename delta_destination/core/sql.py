@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 
 from .model import Column, TableSchema
 from .names import quote_ident as q, quote_string
-from .types import spark_type
+from .types import FLOAT_MAX, spark_type
 
 # Row operations of a change set's merge source (APPEND rows are inserted without a match).
 OP_UPSERT, OP_UPDATE, OP_DELETE, OP_APPEND = 0, 1, 2, 4
@@ -182,19 +182,24 @@ def set_all_rows_sql(target: str, view: str, column: Column) -> str:
     return f"MERGE INTO {target} AS t USING {view} AS s ON true WHEN MATCHED AND NOT (t.{c} <=> {v}) THEN UPDATE SET {c} = {v}"
 
 
-def altered_values_sql(target: str, changes: Sequence[tuple[str, str, str]]) -> str:
-    """For (column, old type, new type): how many stored values a cast would change (a
-    round trip that does not give the value back). Under ANSI mode a cast that cannot be
-    done at all fails the query instead.
-    >>> altered_values_sql("t1", [("d", "DECIMAL(20,4)", "DECIMAL(5,1)")])
+def altered_values_sql(target: str, changes: Sequence[tuple[str, str, str, str]]) -> str:
+    """For (column, old type, new type, check): how many stored values the cast would alter
+    beyond what the type change asks for. check "exact": a round trip that does not give the
+    value back; "range": a finite value that would overflow FLOAT. Under ANSI mode a cast
+    that cannot be done at all fails the query instead.
+    >>> altered_values_sql("t1", [("d", "DECIMAL(20,4)", "DECIMAL(5,1)", "exact")])
     'SELECT SUM(CASE WHEN `d` IS NOT NULL AND NOT (CAST(CAST(`d` AS DECIMAL(5,1)) AS DECIMAL(20,4)) <=> `d`)
      THEN 1 ELSE 0 END) AS c0 FROM t1'   (one line)
     """
-    sums = ", ".join(
-        f"SUM(CASE WHEN {q(c)} IS NOT NULL AND NOT (CAST(CAST({q(c)} AS {new}) AS {old}) <=> {q(c)}) "
-        f"THEN 1 ELSE 0 END) AS c{i}"
-        for i, (c, old, new) in enumerate(changes))
-    return f"SELECT {sums} FROM {target}"
+    sums = []
+    for i, (c, old, new, check) in enumerate(changes):
+        if check == "range":
+            bad = (f"{q(c)} IS NOT NULL AND ABS(CAST({q(c)} AS DOUBLE)) > {FLOAT_MAX!r} "
+                   f"AND ABS(CAST({q(c)} AS DOUBLE)) < CAST('Infinity' AS DOUBLE)")
+        else:
+            bad = f"{q(c)} IS NOT NULL AND NOT (CAST(CAST({q(c)} AS {new}) AS {old}) <=> {q(c)})"
+        sums.append(f"SUM(CASE WHEN {bad} THEN 1 ELSE 0 END) AS c{i}")
+    return f"SELECT {', '.join(sums)} FROM {target}"
 
 
 def copy_column_sql(target: str, from_column: str, to_column: str) -> str:

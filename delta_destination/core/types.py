@@ -146,22 +146,33 @@ _WIDER = {
 }
 
 
-def is_lossless_change(old: Column, new: Column) -> bool:
-    """True when every value of `old`'s type is exactly representable in `new`'s type, so a
-    type change needs no check of the stored values (widening integers, more DECIMAL digits
-    on both sides of the point, anything but BINARY to STRING ...)."""
+FLOAT_MAX = 3.4028234663852886e38
+
+
+def value_check(old: Column, new: Column) -> str:
+    """What a type change must verify in the stored values before it runs:
+    "none" -- every value of the old type is exactly representable (wider integers, more
+    DECIMAL digits on both sides of the point, anything but BINARY to STRING ...);
+    "range" -- the target is floating point: rounding to its precision is what the change
+    asks for, but a finite value must not overflow to infinity (FLOAT);
+    "exact" -- every stored value must survive the cast unchanged (no rounding of a DECIMAL
+    scale, no truncation of a fraction or a time of day, no reformatted text)."""
     a, b = spark_type(old), spark_type(new)
-    if a == b or (b == "STRING" and a != "BINARY"):
-        return True
-    if b in _WIDER.get(a, ()):
-        return True
+    if a == b or (b == "STRING" and a != "BINARY") or b in _WIDER.get(a, ()):
+        return "none"
     if b.startswith("DECIMAL"):
         p2, s2 = new.decimal_params()
         if a.startswith("DECIMAL"):
             p1, s1 = old.decimal_params()
-            return s2 >= s1 and p2 - s2 >= p1 - s1
-        return a in _INT_DIGITS and p2 - s2 >= _INT_DIGITS[a]
-    return False
+            if s2 >= s1 and p2 - s2 >= p1 - s1:
+                return "none"
+        elif a in _INT_DIGITS and p2 - s2 >= _INT_DIGITS[a]:
+            return "none"
+    if b == "DOUBLE" and (a in _INT_DIGITS or a.startswith("DECIMAL")):
+        return "none"      # rounding to DOUBLE precision, never out of range
+    if b in ("FLOAT", "DOUBLE") and (a in _INT_DIGITS or a.startswith("DECIMAL") or a in ("FLOAT", "DOUBLE")):
+        return "range"
+    return "exact"
 
 
 def validate_decimal(col: Column) -> None:
