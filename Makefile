@@ -6,10 +6,19 @@ STAMP := $(VENV)/.installed
 PROTO_OUT := delta_destination/fivetran/_proto
 PORT ?= 50052
 WAREHOUSE ?= ./warehouse
+ENGINE ?= sail
+SPARK_JARS := .spark-jars
 
 .PHONY: install proto run test test-slow bench clean
 
-install: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py
+install: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(SPARK_JARS)/.fetched
+
+# Delta Lake's jars for the local Apache Spark engine, fetched once with Maven (no network at run time).
+$(SPARK_JARS)/.fetched: jvm/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "need Maven (mvn) and Java 17+ for the Spark engine's Delta jars"; exit 1; }
+	rm -rf $(SPARK_JARS)
+	mvn -q -B -f jvm/pom.xml dependency:copy-dependencies
+	touch $@
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON)"; exit 1; }
@@ -26,7 +35,7 @@ $(PROTO_OUT)/destination_sdk_pb2.py: proto/common.proto proto/destination_sdk.pr
 proto: $(PROTO_OUT)/destination_sdk_pb2.py
 
 run: install
-	$(BIN)/fivetran-delta-destination --port $(PORT) --warehouse $(WAREHOUSE)
+	$(BIN)/fivetran-delta-destination --port $(PORT) --warehouse $(WAREHOUSE) --engine $(ENGINE)
 
 test: install
 	$(BIN)/python -m pytest -q
@@ -38,4 +47,4 @@ bench: install
 	$(BIN)/python scripts/bench.py
 
 clean:
-	rm -rf $(VENV) $(PROTO_OUT)/*_pb2*.py $(PROTO_OUT)/*_pb2*.pyi
+	rm -rf $(VENV) $(SPARK_JARS) $(PROTO_OUT)/*_pb2*.py $(PROTO_OUT)/*_pb2*.pyi

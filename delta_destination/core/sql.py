@@ -23,6 +23,37 @@ def properties_sql(props: dict[str, str]) -> str:
     return ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in props.items())
 
 
+def path_identifier(location: str) -> str:
+    """`delta.`/path`` — a path-based Delta table name in Spark SQL.
+
+    >>> path_identifier("/wh/s/t")
+    'delta.`/wh/s/t`'
+    """
+    return "delta." + q(location)
+
+
+def create_table_sql(ident: str, columns_sql: str, properties: dict[str, str], location: str | None = None) -> str:
+    """>>> create_table_sql("delta.`/wh/s/t`", "`id` INT", {"a": "1"})
+    "CREATE TABLE delta.`/wh/s/t` (`id` INT) USING delta TBLPROPERTIES ('a' = '1')"
+    >>> create_table_sql("t_1", "`id` INT", {}, location="/wh/s/t")
+    "CREATE TABLE t_1 (`id` INT) USING delta LOCATION '/wh/s/t'"
+    """
+    sql = f"CREATE TABLE {ident} ({columns_sql}) USING delta"
+    if location is not None:
+        sql += f" LOCATION {quote_string(location)}"
+    if properties:
+        sql += f" TBLPROPERTIES ({properties_sql(properties)})"
+    return sql
+
+
+def add_columns_sql(ident: str, columns: list[tuple[str, str]]) -> str:
+    """>>> add_columns_sql("delta.`/wh/s/t`", [("a b", "INT"), ("c", "STRING")])
+    'ALTER TABLE delta.`/wh/s/t` ADD COLUMNS (`a b` INT, `c` STRING)'
+    """
+    cols = ", ".join(f"{q(n)} {t}" for n, t in columns)
+    return f"ALTER TABLE {ident} ADD COLUMNS ({cols})"
+
+
 def column_defs(columns: Iterable[Column]) -> str:
     """>>> column_defs([Column("id", DataType.INT), Column("a b", DataType.STRING)])
     '`id` INT, `a b` STRING'
