@@ -130,10 +130,14 @@ class Catalog:
     def remember_created(self, ref: TableRef, schema: TableSchema) -> None:
         self._meta_cache[ref.location] = metadata.StoredMetadata(1, schema.columns)
 
-    def set_metadata(self, eng: EngineSession, ref: TableRef, schema: TableSchema) -> None:
+    def set_metadata(self, eng: EngineSession, ref: TableRef, schema: TableSchema,
+                     stats_schema: Optional[TableSchema] = None) -> None:
+        """`stats_schema`: the columns the Delta schema holds right now, when that differs from
+        `schema` (Delta refuses statistics settings naming columns it does not have)."""
         meta = self.stored_metadata(eng, ref)
         gen = (meta.generation if meta else 0) + 1
-        self.set_properties(eng, ref, metadata.table_properties(schema, gen))
+        props = {metadata.PROPERTY: metadata.encode(schema, gen), **metadata.stats_properties(stats_schema or schema)}
+        self.set_properties(eng, ref, props)
         self._meta_cache[ref.location] = metadata.StoredMetadata(gen, schema.columns)
 
     def tidy_metadata(self, eng: EngineSession, ref: TableRef, current: TableSchema) -> None:

@@ -163,7 +163,8 @@ class Tables:
         validate_columns(target)
         cat = self.catalog
         removed = tuple(c for c in current.columns if not target.has(c.name))
-        cat.set_metadata(eng, ref, TableSchema(target.name, target.columns + removed))
+        kept = TableSchema(target.name, tuple(c for c in target.columns if current.has(c.name)))
+        cat.set_metadata(eng, ref, TableSchema(target.name, target.columns + removed), stats_schema=kept)
 
         def go():
             make_df().write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)

@@ -33,6 +33,8 @@ class Dialect:
     """What differs between engines. Methods take the Spark Connect session explicitly."""
 
     name = "?"
+    # Session settings this engine needs on every connection (also a remote one).
+    session_conf: dict[str, str] = {}
 
     # -- naming tables in SQL ---------------------------------------------------------------
     def table_name(self, spark, location: str) -> str:
@@ -179,6 +181,9 @@ class SparkDialect(Dialect):
     """
 
     name = "spark"
+    # Spark writes INT96 timestamps by default; other readers turn them into nanoseconds,
+    # which overflow for dates past 2262 (Fivetran's history end is 9999-12-31).
+    session_conf = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
 
     FEATURES = {
         "delta.enableDeletionVectors": "true",

@@ -75,7 +75,8 @@ class Engines:
             session = self._sessions.get(key)
             if session is not None:
                 return session
-        session = EngineSession(_connect(url), dialect_for(settings.engine))
+        dialect = dialect_for(settings.engine)
+        session = EngineSession(_connect(url, dialect.session_conf), dialect)
         with self._lock:
             return self._sessions.setdefault(key, session)
 
@@ -108,14 +109,14 @@ class Engines:
                     pass
 
 
-def _connect(url: str):
+def _connect(url: str, dialect_conf: dict[str, str]):
     from pyspark.sql.connect.session import SparkSession
 
     try:
         spark = SparkSession.builder.remote(url).create()
         # Before the first RPC: the default policy retries an unreachable engine for 10+ minutes.
         spark.client.set_retry_policies([_engine_retry_policy()])
-        for k, v in SESSION_CONF.items():
+        for k, v in {**SESSION_CONF, **dialect_conf}.items():
             spark.conf.set(k, v)
         spark.sql("SELECT 1").collect()
         return spark

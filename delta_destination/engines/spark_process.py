@@ -96,6 +96,8 @@ def server_conf(port: int, private_dir: Path, options: SparkProcessOptions) -> d
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.ansi.enabled": "true",
+        # INT96 (Spark's default) overflows other readers' nanoseconds for dates past 2262.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.sql.shuffle.partitions": str(options.shuffle_partitions),
         "spark.default.parallelism": str(options.shuffle_partitions),
         "spark.local.dir": str(private_dir / "local"),
