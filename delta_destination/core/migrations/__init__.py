@@ -46,6 +46,14 @@ __all__ = [
 ]
 
 
+# What each migration does to its table, in OpenLineage's lifecycle words (for listeners).
+LIFECYCLE = {
+    DropTable: "DROP", RenameTable: "RENAME", CopyTable: "CREATE", CopyTableToHistoryMode: "CREATE",
+    RenameColumn: "ALTER", CopyColumn: "ALTER", AddColumnWithDefaultValue: "ALTER", UpdateColumnValue: "ALTER",
+    AddColumnInHistoryMode: "ALTER", DropColumnInHistoryMode: "ALTER", TableSyncModeMigration: "OVERWRITE",
+}
+
+
 def _snake(name: str) -> str:
     return "".join("_" + ch.lower() if ch.isupper() else ch for ch in name).lstrip("_")
 
@@ -85,5 +93,6 @@ class Migrator:
         with self.catalog.events.operation(name, details.schema, details.table, location) as outcome:
             result, summary = handler(settings, details, details.operation)
             outcome.committed = result == SUCCESS
+            outcome.lifecycle = LIFECYCLE.get(type(details.operation)) if outcome.committed else None
         log.info(f"Migrate {details.schema}.{details.table}: {summary} ({time.monotonic() - start:.2f}s)")
         return result
