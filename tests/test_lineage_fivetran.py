@@ -153,3 +153,87 @@ def test_writes_produce_schema_valid_openlineage_runs_with_versions_and_counts(l
     assert all(r.headers.get("Authorization") == f"Bearer {airflow_standin.token}"
                for r in airflow_standin.requests if r.path != "/auth/token")
     assert airflow_standin.password not in log and airflow_standin.token not in log
+
+
+def test_alter_truncate_and_migrate_report_their_lifecycle(lineage_server, tmp_path):
+    srv, stub = lineage_server, lineage_server.stub
+    schema = "ops"
+    location = f"{srv.warehouse}/{schema}/orders"
+    before = len(read_events(srv.events_path))
+    assert stub.CreateTable(pb.CreateTableRequest(schema_name=schema, table=ORDERS)).success
+    wider = table("orders", *ORDERS.columns, col("extra", "LONG"))
+    assert stub.AlterTable(pb.AlterTableRequest(schema_name=schema, table=wider)).success
+    v_alter = delta_version(location)
+    assert stub.WriteBatch(write_request(schema, wider, replace=[batch_file(tmp_path, wider, rows(1, 2))])).success
+    truncate = pb.TruncateRequest(schema_name=schema, table_name="orders", synced_column="_fivetran_synced")
+    truncate.utc_delete_before.FromSeconds(2_000_000_000)
+    assert stub.Truncate(truncate).success
+    v_truncate = delta_version(location)
+    rename = pb.MigrateRequest(details=pb.MigrationDetails(
+        schema=schema, table="orders", rename=pb.RenameOperation(
+            rename_column=pb.RenameColumn(from_column="note", to_column="memo"))))
+    assert stub.Migrate(rename).success
+    v_migrate = delta_version(location)
+
+    events = wait_for(lambda: read_events(srv.events_path), before + 10)[before:]
+    assert len(events) == 10
+    validator = EventValidator()
+    assert all(validator.errors(e) == [] for e in events), [validator.errors(e) for e in events]
+    done = [e for e in events if e["eventType"] == "COMPLETE"]
+    kinds = [e["job"]["facets"]["jobType"]["jobType"] for e in done]
+    assert kinds == ["CREATE_TABLE", "ALTER_TABLE", "WRITE_BATCH", "TRUNCATE", "MIGRATE_RENAME_COLUMN"]
+    facets = [e["outputs"][0]["facets"] for e in done]
+    assert [f.get("lifecycleStateChange", {}).get("lifecycleStateChange") for f in facets] == \
+        ["CREATE", "ALTER", None, "TRUNCATE", "ALTER"]
+    assert facets[1]["version"]["datasetVersion"] == str(v_alter)
+    assert [c["name"] for c in facets[1]["schema"]["fields"]][-1] == "extra"
+    assert facets[3]["version"]["datasetVersion"] == str(v_truncate)
+    assert facets[4]["version"]["datasetVersion"] == str(v_migrate) and v_migrate > v_truncate
+
+
+def test_lineage_endpoints_down_or_slow_never_fail_or_slow_a_write(tmp_path_factory, tmp_path):
+    """OpenLineage over HTTP to a server that answers after a minute, Airflow on a closed port,
+    a queue of 2: every write still succeeds promptly, the table is right, warnings are logged,
+    no secret is, and the process still stops cleanly."""
+    from testkit.server_process import free_port
+
+    slow = AirflowStandIn(delay=60.0).start()
+    try:
+        base = tmp_path_factory.mktemp("lineage_down")
+        env = {
+            "OPENLINEAGE__TRANSPORT__TYPE": "http",
+            "OPENLINEAGE__TRANSPORT__URL": slow.url,
+            "OPENLINEAGE__TRANSPORT__TIMEOUT": "60",
+            "OPENLINEAGE__TRANSPORT__AUTH__TYPE": "api_key",
+            "OPENLINEAGE__TRANSPORT__AUTH__APIKEY": "ol-secret-key-123",
+            "DELTA_LINEAGE_AIRFLOW_URL": f"http://127.0.0.1:{free_port()}",
+            "DELTA_LINEAGE_AIRFLOW_TOKEN": "airflow-secret-token-456",
+            "DELTA_LINEAGE_QUEUE_SIZE": "2",
+        }
+        srv = RunningServer(base / "warehouse", base / "server.log", env=env)
+        try:
+            stub = srv.stub
+            took = []
+            start = time.monotonic()
+            assert stub.CreateTable(pb.CreateTableRequest(schema_name="s", table=ORDERS), timeout=60).success
+            took.append(time.monotonic() - start)
+            for i in range(5):
+                start = time.monotonic()
+                req = write_request("s", ORDERS, replace=[batch_file(tmp_path, ORDERS, rows(i, note=f"n{i}"))])
+                assert stub.WriteBatch(req, timeout=60).success
+                took.append(time.monotonic() - start)
+            assert max(took) < 15, f"a write waited for lineage: {took}"
+            assert sorted(r["id"] for r in read_delta_table(f"{srv.warehouse}/s/orders").to_pylist()) == [0, 1, 2, 3, 4]
+            assert slow.requests, "the OpenLineage endpoint was called"
+            log = srv.log_text()
+            assert "OpenLineage: the queue is full" in log
+            assert "Airflow asset events: sending failed (ConnectionError)" in log
+        finally:
+            start = time.monotonic()
+            srv.stop()
+            stopped_in = time.monotonic() - start
+        assert srv.proc.returncode == 0 and stopped_in < 25
+        log = (base / "server.log").read_text(errors="replace")
+        assert "ol-secret-key-123" not in log and "airflow-secret-token-456" not in log
+    finally:
+        slow.stop()
