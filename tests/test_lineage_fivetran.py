@@ -189,6 +189,7 @@ def test_alter_truncate_and_migrate_report_their_lifecycle(lineage_server, tmp_p
     assert [c["name"] for c in facets[1]["schema"]["fields"]][-1] == "extra"
     assert facets[3]["version"]["datasetVersion"] == str(v_truncate)
     assert facets[4]["version"]["datasetVersion"] == str(v_migrate) and v_migrate > v_truncate
+    assert "memo" in [c["name"] for c in facets[4]["schema"]["fields"]]
 
 
 def test_lineage_endpoints_down_or_slow_never_fail_or_slow_a_write(tmp_path_factory, tmp_path):

@@ -19,6 +19,7 @@ threads with timeouts; problems become WARNING lines.
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,9 +81,19 @@ def _writes_to_console(transport: Any) -> bool:
     return False
 
 
+def _silence_client_logs() -> None:
+    """The client's own log lines can carry endpoint URLs and go to stderr through Python's
+    last-resort handler; the door decides where lines go, and our sender reports failures."""
+    client_log = logging.getLogger("openlineage")
+    if not any(isinstance(h, logging.NullHandler) for h in client_log.handlers):
+        client_log.addHandler(logging.NullHandler())
+    client_log.propagate = False
+
+
 def _openlineage_listener(door: str, config: Optional[dict], capacity: int) -> Optional[OpenLineageListener]:
     if not _openlineage_configured(config):
         return None
+    _silence_client_logs()
     from openlineage.client import OpenLineageClient
     from openlineage.client.event_v2 import set_producer
 

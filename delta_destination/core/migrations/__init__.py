@@ -79,6 +79,16 @@ class Migrator:
             TableSyncModeMigration: s.table_sync_mode_migration,
         }
 
+    def _columns_after(self, settings: Settings, details: MigrationDetails) -> tuple:
+        """The table's columns once a migration committed, for listeners (lineage). Reporting
+        only: a table that moved away (rename, drop) or any failure gives no columns."""
+        try:
+            ref = self.catalog.locate(settings, details.schema, details.table)
+            table = self.catalog.describe(self.catalog.session(settings), ref)
+        except Exception:  # noqa: BLE001 - the migration has committed; never fail it now
+            return ()
+        return table.columns if table is not None else ()
+
     def migrate(self, settings: Settings, details: MigrationDetails) -> str:
         """Runs one migration; returns SUCCESS or UNSUPPORTED, raises typed errors."""
         handler = self._handlers.get(type(details.operation))
@@ -94,5 +104,7 @@ class Migrator:
             result, summary = handler(settings, details, details.operation)
             outcome.committed = result == SUCCESS
             outcome.lifecycle = LIFECYCLE.get(type(details.operation)) if outcome.committed else None
+            if outcome.committed and location and self.catalog.events.listeners:
+                outcome.columns = self._columns_after(settings, details)
         log.info(f"Migrate {details.schema}.{details.table}: {summary} ({time.monotonic() - start:.2f}s)")
         return result
