@@ -238,3 +238,25 @@ def test_lineage_endpoints_down_or_slow_never_fail_or_slow_a_write(tmp_path_fact
         assert "ol-secret-key-123" not in log and "airflow-secret-token-456" not in log
     finally:
         slow.stop()
+
+
+def test_history_mode_commits_report_version_and_counts(lineage_server, tmp_path):
+    from test_history_batch import H, history_request, t, version
+
+    srv, stub = lineage_server, lineage_server.stub
+    schema = "hist_lineage"
+    location = f"{srv.warehouse}/{schema}/hist"
+    before = len(read_events(srv.events_path))
+    assert stub.CreateTable(pb.CreateTableRequest(schema_name=schema, table=H)).success
+    req = history_request(schema, tmp_path, replace=[version(1, t(1), name="a"), version(2, t(1), name="b")])
+    assert stub.WriteHistoryBatch(req).success
+    v = delta_version(location)
+    events = wait_for(lambda: read_events(srv.events_path), before + 4)[before:]
+    assert len(events) == 4 and all(EventValidator().errors(e) == [] for e in events)
+    done = events[-1]
+    assert done["eventType"] == "COMPLETE"
+    assert done["job"]["facets"]["jobType"]["jobType"] == "WRITE_HISTORY_BATCH"
+    out = done["outputs"][0]
+    assert out["facets"]["version"]["datasetVersion"] == str(v)
+    assert out["outputFacets"]["deltaDestination_commit"]["inserted"] == 2
+    assert out["outputFacets"]["outputStatistics"]["rowCount"] == 2
