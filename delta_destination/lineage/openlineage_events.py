@@ -10,6 +10,7 @@ commit wrote: the schema, the Delta version, the lifecycle change, row counts
 """
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timezone
 from importlib import metadata
 from typing import Optional
@@ -80,6 +81,7 @@ class DeltaCommitOutputDatasetFacet(OutputDatasetFacet):
         return COMMIT_SCHEMA_URL
 
 
+@functools.lru_cache(maxsize=None)
 def _version(dist: str) -> str:
     try:
         return metadata.version(dist)
