@@ -44,8 +44,10 @@ class TableOutcome:
 
 
 def committed_version(location: str) -> Optional[int]:
-    """The version a finished commit wrote: the newest in the table's log, read while the
-    operation still holds the table's lock (so no later commit of ours can be counted).
+    """The version a finished commit wrote: the newest in the table's log, read right after
+    the operation -- still under the table's lock for writes, DDL and truncates, so no later
+    commit of ours can be counted (migrations lock inside their handlers: a concurrent request
+    for the same table could be counted there; Fivetran serialises a table's requests).
     Local tables only; object-store tables would need an engine round trip (None)."""
     if not location or is_url(location):
         return None
