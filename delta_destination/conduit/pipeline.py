@@ -134,7 +134,12 @@ class Pipeline:
                 del self._pending[:n]
                 self._first_at = time.monotonic()
                 self._taken += n
-            acks = self.process(batch)
+            try:
+                acks = self.process(batch)
+            except Exception as exc:  # noqa: BLE001 - a bug must nack the batch, not hang the stream
+                log.error(f"a batch of {len(batch)} records failed unexpectedly ({type(exc).__name__})")
+                acks = [Ack(bytes(r.position), f"unexpected {type(exc).__name__}; the batch was not written")
+                        for r in batch]
             self.acks.put(acks)
             with self._cond:
                 self._done += len(batch)
