@@ -18,3 +18,13 @@ class BadRecord(InvalidRequest):
 
 class SchemaUnavailable(DestinationError):
     """An Avro schema named by a record's metadata could not be fetched from Conduit."""
+
+
+class TableWriteFailed(DestinationError):
+    """A table's commit for a batch failed (nothing of it was written); every record of that
+    table in the batch is nacked with this. `cause` is the core's (or engine's) error."""
+
+    def __init__(self, table: str, cause: BaseException):
+        detail = cause.message if isinstance(cause, DestinationError) else f"unexpected {type(cause).__name__}"
+        super().__init__(f"table {table}: {detail}; nothing of this batch was written to it")
+        self.cause = cause

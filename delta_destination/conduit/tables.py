@@ -19,7 +19,7 @@ from ..core.changes import ChangeSet, Changes, Op
 from ..core.errors import DestinationError
 from ..core.model import Column, TableSchema
 from ..core.types import arrow_type
-from .errors import BadRecord
+from .errors import BadRecord, TableWriteFailed
 from .columns import DoesNotFit, new_column, to_python, widened
 from .opencdc import DELETE, UPSERT, Decoded
 from .params import ConnectorConfig
@@ -146,9 +146,10 @@ class BatchWriter:
         except Exception as exc:  # noqa: BLE001 - the commit did not happen: every record left fails with it
             if not isinstance(exc, DestinationError):
                 log.error(f"{display}: unexpected {type(exc).__name__} while writing a batch")
+            failed = TableWriteFailed(display, exc)
             for i in idx:
                 if errors[i] is None:
-                    errors[i] = exc
+                    errors[i] = failed
 
 
 def change_set(table: TableSchema, keys: list[str], records: list[Decoded]) -> ChangeSet:
