@@ -156,3 +156,36 @@ def test_table_plan_grows_columns_and_refuses_misfits():
 def test_launcher_execs_an_absolute_interpreter():
     assert launcher_text("/opt/my env/bin/python") == \
         "#!/bin/sh\nexec '/opt/my env/bin/python' -m delta_destination.conduit.main \"$@\"\n"
+
+
+def test_avro_key_and_payload_through_a_schema_source(tmp_path):
+    import io
+
+    import fastavro
+
+    from delta_destination.conduit.schemas import dial_target
+
+    key_schema = fastavro.parse_schema({"type": "record", "name": "k", "fields": [{"name": "id", "type": "long"}]})
+    row_schema = fastavro.parse_schema({"type": "record", "name": "r", "fields": [
+        {"name": "id", "type": "long"}, {"name": "day", "type": {"type": "int", "logicalType": "date"}}]})
+
+    class Source:
+        def avro(self, subject, version):
+            return {("k", 3): key_schema, ("r", 1): row_schema}[(subject, version)]
+
+    def enc(schema, v):
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, schema, v)
+        return buf.getvalue()
+
+    meta = {"opencdc.collection": "t", "opencdc.key.schema.subject": "k", "opencdc.key.schema.version": "3",
+            "opencdc.payload.schema.subject": "r", "opencdc.payload.schema.version": "1"}
+    d = decode(record(1, CREATE, key=enc(key_schema, {"id": 2 ** 62}),
+                      after=enc(row_schema, {"id": 2 ** 62, "day": dt.date(2026, 11, 24)}), metadata=meta),
+               _cfg(tmp_path), Source(), "r1")
+    assert d.key == {"id": 2 ** 62} and d.row == {"id": 2 ** 62, "day": dt.date(2026, 11, 24)}
+    with pytest.raises(BadRecord, match="left over"):
+        decode(record(2, CREATE, key={"id": 1}, after=enc(row_schema, {"id": 1, "day": dt.date(2026, 1, 1)}) + b"x",
+                      metadata={**meta, "opencdc.key.schema.subject": ""}), _cfg(tmp_path), Source(), "r2")
+    assert dial_target("[::]:4321") == "127.0.0.1:4321" and dial_target(":9") == "127.0.0.1:9"
+    assert dial_target("10.0.0.5:7") == "10.0.0.5:7"
