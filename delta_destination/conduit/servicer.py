@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import queue
 import threading
 import time
 from typing import Callable, Optional
@@ -151,8 +152,9 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
         while True:
             try:
                 acks = pipeline.acks.get(timeout=0.2)
-            except Exception:  # queue.Empty
-                if not context.is_active() or (ended.is_set() and pipeline.acks.empty() and pipeline.idle()):
+            except queue.Empty:
+                # idle() before empty(): a batch's acks are queued before it counts as done
+                if not context.is_active() or (ended.is_set() and pipeline.idle() and pipeline.acks.empty()):
                     return
                 continue
             if acks is None:
