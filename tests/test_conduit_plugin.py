@@ -273,3 +273,17 @@ def test_kill9_mid_batch_then_restart_converges(plugin, tmp_path):
     assert [a.position for a in acks] == [r.position for r in rest] and all(a.error == "" for a in acks)
     got = table_rows(wh / "conduit" / "events", ["k"])
     assert {k: r["v"] for k, r in got.items()} == {k: r["v"] for k, r in replay(events).items()}
+
+
+def test_stop_racing_the_stream_waits_for_the_last_record(plugin, tmp_path):
+    wh = tmp_path / "wh"
+    p = plugin()
+    run = p.open(connector_config(wh, table="race", **{"sdk.batch.size": 8, "sdk.batch.delay": "0"}))
+    recs = [record(i, CREATE, key={"id": i}, after={"id": i, "v": f"x{i}"}) for i in range(1, 51)]
+    run.send(*recs)
+    p.stop(recs[-1].position)          # sent at once: the plugin may not have read the stream yet
+    acks = run.wait_acks(len(recs), timeout=10)
+    assert [a.position for a in acks] == [r.position for r in recs] and all(a.error == "" for a in acks)
+    run.close()
+    p.teardown()
+    assert sorted(k[0] for k in table_rows(wh / "conduit" / "race", ["id"])) == list(range(1, 51))
