@@ -51,6 +51,10 @@ pipelines:
           collections.users.format.options.name: string
           collections.users.format.options.active: bool{extra_fields}
           collections.users.operations: create,update,delete,snapshot
+          collections.orders.format.type: structured
+          collections.orders.format.options.amount: int
+          collections.orders.format.options.note: string
+          collections.orders.operations: create,update,delete
           recordCount: "{RECORDS}"
           rate: "400"{extract}
       - id: dst
@@ -157,9 +161,18 @@ def test_generator_pipeline_lands_the_oracle_stream(conduit_bin, tmp_path, avro)
 
     lines = c.oracle_lines()
     assert len(lines) == RECORDS and {r["operation"] for r in lines} == {"create", "update", "delete", "snapshot"}
+    # Every collection becomes its own table (opencdc.collection names it).
     if avro:
         assert all("opencdc.payload.schema.subject" in r["metadata"] for r in lines if r["payload"]["after"])
-    want = replay_oracle(lines)
+    by_table = {t: [r for r in lines if r["metadata"]["opencdc.collection"] == t] for t in ("users", "orders")}
+    assert by_table["users"] and by_table["orders"] and sum(map(len, by_table.values())) == RECORDS
+    orders = {k[0]: row for k, row in table_rows(tmp_path / "wh" / "conduit" / "orders", ["key"]).items()}
+    want_orders = replay_oracle(by_table["orders"])
+    assert set(orders) == set(want_orders)
+    for key, row in want_orders.items():
+        assert orders[key]["note"] == row["note"]
+        assert orders[key]["amount"] == (row["amount"] if avro else float(row["amount"]))
+    want = replay_oracle(by_table["users"])
     got = {k[0]: row for k, row in table_rows(tmp_path / "wh" / "conduit" / "users", ["key"]).items()}
     assert set(got) == set(want)
     for key, row in want.items():
