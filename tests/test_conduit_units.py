@@ -189,3 +189,20 @@ def test_avro_key_and_payload_through_a_schema_source(tmp_path):
                       metadata={**meta, "opencdc.key.schema.subject": ""}), _cfg(tmp_path), Source(), "r2")
     assert dial_target("[::]:4321") == "127.0.0.1:4321" and dial_target(":9") == "127.0.0.1:9"
     assert dial_target("10.0.0.5:7") == "10.0.0.5:7"
+
+
+def test_table_plan_never_widens_over_big_integers_and_checks_early_deletes():
+    plan = TablePlan(None)
+    plan.admit(_d(UPSERT, {"id": 1}, {"id": 1, "n": 2 ** 60}))
+    with pytest.raises(DoesNotFit, match="beyond 2\\^53"):
+        plan.admit(_d(UPSERT, {"id": 2}, {"id": 2, "n": 0.5}))
+    assert plan.schema("t").get("n").type == T.LONG
+    early = TablePlan(None)
+    gone = _d(DELETE, {"other": "x"})
+    early.admit(gone)                       # the table does not exist yet: nothing to check against
+    early.admit(_d(UPSERT, {"id": 1}, {"id": 1}))
+    with pytest.raises(DoesNotFit, match="differ from the table's key"):
+        early.check_delete(gone)
+    with pytest.raises(DoesNotFit):
+        early.check_delete(_d(DELETE, {"id": "one"}))
+    early.check_delete(_d(DELETE, {"id": 5}))

@@ -20,7 +20,7 @@ from ..core.errors import DestinationError
 from ..core.model import Column, TableSchema
 from ..core.types import arrow_type
 from .errors import BadRecord, TableWriteFailed
-from .columns import DoesNotFit, new_column, to_python, widened
+from .columns import MAX_EXACT_INT, DoesNotFit, new_column, to_python, widened
 from .opencdc import DELETE, UPSERT, Decoded
 from .params import ConnectorConfig
 
@@ -62,6 +62,7 @@ class TablePlan:
         self.current = current
         self.columns: dict[str, Column] = {c.name: c for c in (current.columns if current else ())}
         self.keys: Optional[tuple[str, ...]] = tuple(current.primary_keys) if current and current.primary_keys else None
+        self.big_ints: set[str] = set()   # columns with an integer beyond 2^53 in this batch: never widened to DOUBLE
 
     def admit(self, r: Decoded) -> None:
         """Raises DoesNotFit (or ValueError) for a record the table cannot take."""
@@ -81,6 +82,9 @@ class TablePlan:
                 continue
             grown = widened(col, value)
             if grown is not None:
+                if name in self.big_ints:
+                    raise DoesNotFit(f"field {name!r} brings a fraction, but the batch holds integers beyond 2^53 in "
+                                     f"it (widening the column to DOUBLE would round them)")
                 changes[name] = grown
         if r.action == DELETE and self.current is None and not self.columns:
             return  # deleting from a table that does not exist: nothing to create
@@ -88,6 +92,17 @@ class TablePlan:
             self.keys = keys
         for name, col in changes.items():
             self.columns[name] = col.with_(primary_key=name in self.keys)
+        for name, value in r.row.items():
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_EXACT_INT:
+                self.big_ints.add(name)
+
+    def check_delete(self, r: Decoded) -> None:
+        """A delete admitted before the table's key was known must match it once it is."""
+        if set(r.key) != set(self.keys or ()):
+            raise DoesNotFit(f"its key field(s) {', '.join(map(repr, r.key))} differ from the table's key "
+                             f"{', '.join(map(repr, self.keys or ()))}")
+        for k, v in r.key.items():
+            to_python(self.columns[k], v)
         for k in self.keys:   # a key column always exists, even when first seen by a delete
             if k not in self.columns:
                 self.columns[k] = new_column(k, r.key[k], primary_key=True)
@@ -133,6 +148,13 @@ class BatchWriter:
                 return
             if current is None and plan.keys is None:
                 return  # only deletes of a table that does not exist yet: nothing to delete
+            for i in list(admitted):
+                if records[i].action == DELETE:
+                    try:
+                        plan.check_delete(records[i])
+                    except DoesNotFit as exc:
+                        errors[i] = BadRecord(f"a delete record does not fit table {display}: {exc}")
+                        admitted.remove(i)
             target = plan.schema(table)
             if current is None:
                 self.core.tables.create(cfg.settings, cfg.schema, target)
