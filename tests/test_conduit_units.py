@@ -206,3 +206,14 @@ def test_table_plan_never_widens_over_big_integers_and_checks_early_deletes():
     with pytest.raises(DoesNotFit):
         early.check_delete(_d(DELETE, {"id": "one"}))
     early.check_delete(_d(DELETE, {"id": 5}))
+
+
+def test_a_payload_field_is_never_overwritten_by_a_different_key(tmp_path):
+    meta = {"opencdc.collection": "t"}
+    same = decode(record(1, CREATE, key={"id": 1}, after={"id": 1.0, "a": 2}, metadata=meta), _cfg(tmp_path), None, "r")
+    assert same.row == {"id": 1, "a": 2}
+    with pytest.raises(BadRecord, match="'key' differ from the record key"):
+        decode(record(2, CREATE, key=b"word", after={"key": "other"}, metadata=meta), _cfg(tmp_path), None, "r")
+    renamed = decode(record(3, CREATE, key=b"word", after={"key": "other"}, metadata=meta),
+                     _cfg(tmp_path, **{"key.column": "record_key"}), None, "r")
+    assert renamed.row == {"key": "other", "record_key": "word"}

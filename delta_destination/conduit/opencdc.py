@@ -55,6 +55,10 @@ def decode(record, cfg: ConnectorConfig, schemas: Optional[SchemaSource], where:
         after = _data(record.payload.after, "payload", meta, schemas, where) if record.payload.HasField("after") else None
         row = _object(after, f"{where}: payload.after")
         key = _key(key_value, row, cfg, where)
+        clash = [k for k in key if k in row and row[k] != key[k]]
+        if clash:   # never overwrite a payload field silently with the record key
+            raise BadRecord(f"{where}: payload field(s) {', '.join(map(repr, clash))} differ from the record key "
+                            f"(rename the column with 'key.column' or take the key with 'key.fields')")
         row.update(key)
         _check_fields(row, where)
         return Decoded(record.position, operation, action, table, key, row)
