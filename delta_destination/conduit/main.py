@@ -31,7 +31,7 @@ from .spec import NAME
 log = logs.get("delta_destination.conduit.main")  # not __name__: this module also runs as __main__
 MAX_MESSAGE = 2 ** 31 - 1      # Conduit may send records up to MaxInt32 bytes
 WORKERS = 16                   # Run and its reader pin threads; Stop and Teardown must still get one
-SHUTDOWN_GRACE = 1.5           # go-plugin SIGKILLs us 2 s after Shutdown
+SHUTDOWN_GRACE = 1.0           # go-plugin SIGKILLs us 2 s after Shutdown: stay well inside it
 
 
 def launcher_text(python: str) -> str:
@@ -85,7 +85,7 @@ def serve(env: dict) -> int:
     log.info(f"serving connector protocol v{version} on 127.0.0.1:{port} ({env.get('CONDUIT_CONNECTOR_ID', '')})")
     shutdown.wait()
     log.info("shutting down")
-    server.stop(0.5)
+    server.stop(0.2)
     stopper = threading.Thread(target=lambda: [e.stop() for e in _ENGINES], daemon=True)
     stopper.start()
     stopper.join(SHUTDOWN_GRACE)
