@@ -69,6 +69,7 @@ def test_handshake_health_specify_config_validation_and_shutdown(plugin, tmp_pat
     p.teardown()
     took = p.kill_gracefully()
     assert p.proc.returncode == 0 and took < 2.0, took
+    assert p.proc.stdout.read() == b""          # the handshake was the only stdout line
     # stderr is hclog JSON, which go-plugin re-logs at each line's level inside Conduit's log.
     lines = [json.loads(line) for line in p.log_text().splitlines() if line.strip()]
     assert all(set(x) >= {"@level", "@message"} for x in lines)
