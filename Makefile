@@ -4,14 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PROTO_OUT := delta_destination/fivetran/_proto
+# Conduit connector stubs, from the vendored protocol files in proto/conduit (see PROVENANCE.md there).
+CONDUIT_PROTO_OUT := delta_destination/conduit/_proto
+CONDUIT_PROTOS := $(shell find proto/conduit -name '*.proto' | sort)
 PORT ?= 50052
 WAREHOUSE ?= ./warehouse
 ENGINE ?= sail
 SPARK_JARS := .spark-jars
 
-.PHONY: install proto run test test-slow bench clean
+.PHONY: install proto run test test-slow bench clean conduit
 
-install: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(SPARK_JARS)/.fetched
+install: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated $(SPARK_JARS)/.fetched
 
 # Delta Lake's jars for the local Apache Spark engine, fetched once with Maven (no network at run time).
 $(SPARK_JARS)/.fetched: jvm/pom.xml
@@ -32,7 +35,17 @@ $(PROTO_OUT)/destination_sdk_pb2.py: proto/common.proto proto/destination_sdk.pr
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$(PROTO_OUT) --pyi_out=$(PROTO_OUT) \
 		--grpc_python_out=$(PROTO_OUT) proto/common.proto proto/destination_sdk.proto
 
-proto: $(PROTO_OUT)/destination_sdk_pb2.py
+# Conduit connector stubs: generated from proto/conduit by grpcio-tools, never edited by hand.
+$(CONDUIT_PROTO_OUT)/.generated: $(CONDUIT_PROTOS) $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Iproto/conduit --python_out=$(CONDUIT_PROTO_OUT) --pyi_out=$(CONDUIT_PROTO_OUT) \
+		--grpc_python_out=$(CONDUIT_PROTO_OUT) $(patsubst proto/conduit/%,%,$(CONDUIT_PROTOS))
+	touch $@
+
+# The real Conduit, for the slow end-to-end tests (cached in .tools/, reused when present).
+conduit: $(STAMP)
+	scripts/build_conduit.sh
+
+proto: $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated
 
 run: install
 	$(BIN)/fivetran-delta-destination --port $(PORT) --warehouse $(WAREHOUSE) --engine $(ENGINE)
@@ -48,3 +61,4 @@ bench: install
 
 clean:
 	rm -rf $(VENV) $(SPARK_JARS) $(PROTO_OUT)/*_pb2*.py $(PROTO_OUT)/*_pb2*.pyi
+	find $(CONDUIT_PROTO_OUT) -mindepth 1 -maxdepth 1 ! -name __init__.py -exec rm -rf {} +
