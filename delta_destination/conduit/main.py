@@ -50,17 +50,20 @@ def install(directory: str, name: str = NAME) -> Path:
 
 def make_core(settings):
     """The core and its engine, started when a connector opens (not for Specify or a config check)."""
+    from .. import lineage
     from ..core.api import DeltaCore
     from ..engines.session import Engines
 
     engines = Engines()
     core = DeltaCore(engines, door="conduit")
     _ENGINES.append(engines)
+    _LINEAGE.append(lineage.attach(core))  # commit log lines with URIs; OpenLineage/Airflow when configured
     engines.get(settings)
     return core
 
 
 _ENGINES: list = []
+_LINEAGE: list = []
 
 
 def serve(env: dict) -> int:
@@ -86,7 +89,13 @@ def serve(env: dict) -> int:
     shutdown.wait()
     log.info("shutting down")
     server.stop(0.2)
-    stopper = threading.Thread(target=lambda: [e.stop() for e in _ENGINES], daemon=True)
+    def stop_all():
+        for handle in _LINEAGE:
+            handle.close(timeout=1.0)
+        for engines in _ENGINES:
+            engines.stop()
+
+    stopper = threading.Thread(target=stop_all, daemon=True)
     stopper.start()
     stopper.join(SHUTDOWN_GRACE)
     return 0
