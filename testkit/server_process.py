@@ -26,13 +26,16 @@ def free_port() -> int:
 class RunningServer:
     """A destination server subprocess, as Fivetran would launch it."""
 
-    def __init__(self, warehouse: Path, log_path: Path, extra_args=(), env=None):
+    def __init__(self, warehouse: Path, log_path: Path, extra_args=(), env=None, command=None, ready_timeout=60.0):
+        """`command`: the program to start (default: this Python running the Fivetran door),
+        e.g. a PyInstaller binary; `--port` and `--warehouse` are added."""
         self.port = free_port()
         self.warehouse = warehouse
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "delta_destination.fivetran.main", "--port", str(self.port), "--warehouse", str(warehouse), *extra_args],
+            [*(command or [sys.executable, "-m", "delta_destination.fivetran.main"]),
+             "--port", str(self.port), "--warehouse", str(warehouse), *extra_args],
             cwd=ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -43,7 +46,7 @@ class RunningServer:
             options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
         )
         self.stub = destination_sdk_pb2_grpc.DestinationConnectorStub(self.channel)
-        self._wait_ready()
+        self._wait_ready(ready_timeout)
 
     def _wait_ready(self, timeout=60.0):
         from grpc_health.v1 import health_pb2, health_pb2_grpc
