@@ -29,3 +29,23 @@ def unique_schema(request):
     name = request.node.nodeid
     safe = "".join(ch if ch.isalnum() else "_" for ch in request.node.name.lower())[:40]
     return f"t_{safe}_{hashlib.sha1(name.encode()).hexdigest()[:8]}_{os.getpid()}"
+
+
+# ---- engines: tests that must pass on every engine take the `engine` fixture --------------
+def engines_under_test() -> list[str]:
+    """DELTA_TEST_ENGINES=sail,spark runs those tests once per engine (default: sail)."""
+    return [e.strip() for e in os.environ.get("DELTA_TEST_ENGINES", "sail").split(",") if e.strip()]
+
+
+@pytest.fixture(scope="module", params=engines_under_test())
+def engine(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def engine_server(engine, tmp_path_factory):
+    """A server of the `engine` under test, for one test module."""
+    base = tmp_path_factory.mktemp(f"srv_{engine}")
+    srv = RunningServer(base / "warehouse", base / "server.log", extra_args=["--engine", engine])
+    yield srv
+    srv.stop()

@@ -17,7 +17,7 @@ from . import metadata
 from .catalog import Catalog, TableRef
 from .errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismatch, TableAlreadyExists
 from .model import Column, DataType, TableSchema
-from .names import check_column_name, quote_ident
+from .names import case_clash, check_column_name, quote_ident
 from .sql import altered_values_sql, column_defs, truncate_sql
 from .types import same_storage, spark_type, validate_decimal, value_check
 
@@ -25,15 +25,19 @@ log = logs.get(__name__)
 
 
 def validate_columns(schema: TableSchema) -> None:
-    seen = set()
     if not schema.columns:
         raise InvalidRequest(f"table {schema.name!r} has no columns")
     for c in schema.columns:
         check_column_name(c.name)
-        if c.name.lower() in seen:  # Spark resolves column names case-insensitively
-            raise InvalidRequest(f"duplicate column {c.name!r}")
-        seen.add(c.name.lower())
         validate_decimal(c)
+    clash = case_clash(c.name for c in schema.columns)
+    if clash is not None:
+        a, b = clash
+        if a == b:
+            raise InvalidRequest(f"table {schema.name!r}: duplicate column {a!r}")
+        # Spark and Delta resolve column names case-insensitively: their values would mix.
+        raise InvalidRequest(f"table {schema.name!r}: columns {a!r} and {b!r} differ only in case, which Delta "
+                             f"tables cannot hold apart; rename one of them")
 
 
 def equivalent(a: TableSchema, b: TableSchema) -> bool:
@@ -68,6 +72,7 @@ class Tables:
                     log.info(f"CreateTable {ref.display}: already exists with the same columns (replay)")
                     return
                 raise TableAlreadyExists(f"table {ref.display} already exists with different columns")
+            cat.check_new_name(settings, ref)
             remove_failed_create(ref.location)
             cat.forget(ref)
             props = {**eng.dialect.creation_properties(), **metadata.table_properties(schema, 1)}
@@ -104,6 +109,7 @@ class Tables:
             added = [c for c in desired.columns if c.name not in have]
             final += added
             target = TableSchema(current.name, tuple(final))
+            validate_columns(target)  # an added "ID" next to a kept "id" would mix their values
             if changed or dropped:
                 self.rewrite_columns(eng, ref, current, target)
             elif added:

@@ -107,12 +107,14 @@ def insert_clause(table: TableSchema) -> str:
 
 def insert_sql(target: str, view: str, table: TableSchema, op: int = OP_UPSERT) -> str:
     """The source's rows of one operation as a plain append (no stored key matches).
+    Positional: `table` must list the Delta table's columns in their order (the catalog's
+    describe does). Sail 0.7.2 resolves an INSERT column list case-sensitively against
+    lower-cased names and splits names at dots, so `Name` or `a.b` would fail there.
     >>> insert_sql("t1", "v", <id, a>)
-    'INSERT INTO t1 (`id`, `a`) SELECT s.c0, s.c1 FROM v AS s WHERE s.op = 0'
+    'INSERT INTO t1 SELECT s.c0, s.c1 FROM v AS s WHERE s.op = 0'
     """
-    cols = ", ".join(q(c.name) for c in table.columns)
     vals = ", ".join(value_expr(i, c) for i, c in enumerate(table.columns))
-    return f"INSERT INTO {target} ({cols}) SELECT {vals} FROM {view} AS s WHERE s.op = {op}"
+    return f"INSERT INTO {target} SELECT {vals} FROM {view} AS s WHERE s.op = {op}"
 
 
 def key_probe_sql(target: str, view: str, table: TableSchema, keys: Sequence[str]) -> str:
