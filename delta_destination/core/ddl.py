@@ -18,6 +18,7 @@ from .catalog import Catalog, TableRef
 from .errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismatch, TableAlreadyExists
 from .model import Column, DataType, TableSchema
 from .names import case_clash, check_column_name, quote_ident
+from .notices import notice
 from .sql import altered_values_sql, column_defs, truncate_sql
 from .types import same_storage, spark_type, validate_decimal, value_check
 
@@ -110,6 +111,12 @@ class Tables:
             final += added
             target = TableSchema(current.name, tuple(final))
             validate_columns(target)  # an added "ID" next to a kept "id" would mix their values
+            old_key, new_key = current.primary_keys, target.primary_keys
+            if old_key != new_key and self._has_rows(eng, ref):
+                notice(f"AlterTable {ref.display}: the primary key changed from ({', '.join(old_key)}) to "
+                       f"({', '.join(new_key)}). Delta tables have no key constraints, so stored rows are not "
+                       f"re-keyed: where several of them share a value of the new key, later changes apply to "
+                       f"each of them; a re-sync of the table makes the rows unique again")
             if changed or dropped:
                 self.rewrite_columns(eng, ref, current, target)
             elif added:
@@ -121,6 +128,10 @@ class Tables:
             summary = f"added {len(added)}, changed type of {len(changed)}, dropped {len(dropped)} columns"
             log.info(f"AlterTable {ref.display}: {summary}")
             return summary
+
+    def _has_rows(self, eng: EngineSession, ref: TableRef) -> bool:
+        sql = f"SELECT 1 FROM {self.catalog.sql_name(eng, ref)} LIMIT 1"
+        return bool(run_engine(f"look for rows in {ref.display}", lambda: eng.spark.sql(sql).collect()))
 
     def rewrite_columns(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema) -> None:
         """Type changes and drops: one overwrite commit with the new schema (no type widening on

@@ -210,3 +210,13 @@ def copy_column_sql(target: str, from_column: str, to_column: str) -> str:
     """
     f, t = q(from_column), q(to_column)
     return f"UPDATE {target} SET {t} = {f} WHERE NOT ({t} <=> {f})"
+
+
+def active_after_sql(target: str, start: str, active: str, ts_utc: str) -> str:
+    """How many active versions start after a UTC instant (history-mode column migrations
+    require none: the guide's max(_fivetran_start) <= operation_timestamp).
+    >>> active_after_sql("t1", "_fivetran_start", "_fivetran_active", "2005-05-28T20:57:00.000000Z")
+    "SELECT COUNT(*) AS n FROM t1 WHERE `_fivetran_active` = true AND `_fivetran_start` > CAST('2005-05-28T20:57:00.000000Z' AS TIMESTAMP)"
+    """
+    return (f"SELECT COUNT(*) AS n FROM {target} WHERE {q(active)} = true "
+            f"AND {q(start)} > CAST({quote_string(ts_utc)} AS TIMESTAMP)")
