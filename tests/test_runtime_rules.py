@@ -45,7 +45,7 @@ def test_sub_microsecond_timestamps_are_stored_truncated_with_a_warning(stub, se
     assert r.WhichOneof("response") == "warning"  # the sync goes on; the customer is told
     msg = r.warning.message
     assert "'at'" in msg and "'local'" in msg and "finer than microseconds" in msg
-    assert "123456789" not in msg and "2024" not in msg  # never a value
+    assert "123456789" not in msg and "12:00:00" not in msg  # never a value
     got = _rows(server, unique_schema, "ts")
     assert got[1]["at"] == dt.datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
     assert got[1]["local"] == dt.datetime(2024, 5, 1, 12, 0, 0, 123456)
@@ -76,11 +76,11 @@ def test_add_column_with_default_keeps_an_existing_columns_type_with_a_warning(s
     assert stub.WriteBatch(write_request(unique_schema, t, replace=[batch_file(tmp_path, t, [
         {"id": 1, "qty": 5, "_fivetran_synced": T0, "_fivetran_deleted": False}])])).success
     op = pb.AddOperation(add_column_with_default_value=pb.AddColumnWithDefaultValue(
-        column="qty", column_type=common_pb2.LONG, default_value="7"))
+        column="qty", column_type=common_pb2.LONG, default_value="424242"))
     r = stub.Migrate(pb.MigrateRequest(details=pb.MigrationDetails(schema=unique_schema, table="dflt", add=op)))
     assert r.WhichOneof("response") == "warning"
-    assert "'qty' already exists as INT, not LONG" in r.warning.message and "7" not in r.warning.message
-    assert _rows(server, unique_schema, "dflt")[1]["qty"] == 7
+    assert "'qty' already exists as INT, not LONG" in r.warning.message and "424242" not in r.warning.message
+    assert _rows(server, unique_schema, "dflt")[1]["qty"] == 424242
     same = pb.AddOperation(add_column_with_default_value=pb.AddColumnWithDefaultValue(
         column="qty", column_type=common_pb2.INT, default_value="8"))
     assert stub.Migrate(pb.MigrateRequest(details=pb.MigrationDetails(schema=unique_schema, table="dflt", add=same))).success
@@ -124,3 +124,45 @@ def test_parquet_batches_honour_file_params_compression(parquet_server, tmp_path
                        grpc.StatusCode.INVALID_ARGUMENT)
     assert "batch_" in err.details()  # names the file
     assert delta_version(location) == v
+
+
+# ---- errors an operator can act on -------------------------------------------------------------------
+
+def test_engine_failures_name_request_table_phase_and_class_never_values(server, unique_schema, tmp_path):
+    """A table whose data file vanished (removed by hand): the engine fails; the answer and the
+    SEVERE log line say which request, table and phase, and the engine's error class."""
+    import os
+
+    stub = server.stub
+    t = _table("Broken T", col("v", "STRING"))
+    assert stub.CreateTable(pb.CreateTableRequest(schema_name=unique_schema, table=t)).success
+    secret = "SECRET-c0ffee-value"
+    row = {"id": 1, "v": secret, "_fivetran_synced": T0, "_fivetran_deleted": False}
+    assert stub.WriteBatch(write_request(unique_schema, t, replace=[batch_file(tmp_path, t, [row])])).success
+    location = Warehouse(str(server.warehouse)).table_location(unique_schema, "Broken T")
+    for f in os.listdir(location):
+        if f.endswith(".parquet"):
+            os.remove(os.path.join(location, f))
+    err = expect_error(lambda: stub.WriteBatch(write_request(unique_schema, t, replace=[batch_file(tmp_path, t, [row])])),
+                       grpc.StatusCode.INTERNAL)
+    details = err.details()
+    assert details.startswith(f"WriteBatch of table {unique_schema}.Broken T failed: ")
+    assert "probe keys of" in details and "failed in the Spark engine (" in details and "Exception" in details
+    assert secret not in details
+    severe = [ln for ln in server.log_text().splitlines() if '"SEVERE"' in ln and unique_schema in ln]
+    assert severe and "WriteBatch of table" in severe[-1] and "probe keys of" in severe[-1]
+    assert secret not in server.log_text()
+
+
+def test_unexpected_failures_say_where_without_their_message():
+    from delta_destination.core.names import quote_ident
+    from delta_destination.fivetran.servicer import raised_at, request_target
+
+    try:
+        quote_ident(None)  # AttributeError inside the package
+    except AttributeError as exc:
+        assert raised_at(exc).startswith("core/names.py:") and raised_at(exc).endswith("(quote_ident)")
+    assert request_target(pb.WriteBatchRequest(schema_name="s", table=common_pb2.Table(name="T x"))) == " of table s.T x"
+    assert request_target(pb.TruncateRequest(schema_name="s", table_name="t")) == " of table s.t"
+    assert request_target(pb.MigrateRequest(details=pb.MigrationDetails(schema="s", table="t"))) == " of table s.t"
+    assert request_target(common_pb2.TestRequest(name="x")) == ""

@@ -92,7 +92,10 @@ def rpc(response_cls):
                 return response_cls(task=common_pb2.Task(message=exc.message))
             except core_errors.DestinationError as exc:
                 log.error(f"{name}{request_target(request)} failed: {exc.message}")
-                context.abort(grpc_status(exc), exc.message)
+                message = exc.message
+                if isinstance(exc, core_errors.EngineError):  # an operator reads these: which request, which table
+                    message = f"{name}{request_target(request)} failed: {exc.message}"
+                context.abort(grpc_status(exc), message)
             except Exception as exc:  # noqa: BLE001 - last resort; never leak internals or values
                 # The class and where it was raised (never its message: it may quote values).
                 what = f"{name}{request_target(request)} failed with an unexpected {type(exc).__name__} in {raised_at(exc)}"
