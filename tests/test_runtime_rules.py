@@ -166,3 +166,33 @@ def test_unexpected_failures_say_where_without_their_message():
     assert request_target(pb.TruncateRequest(schema_name="s", table_name="t")) == " of table s.t"
     assert request_target(pb.MigrateRequest(details=pb.MigrationDetails(schema="s", table="t"))) == " of table s.t"
     assert request_target(common_pb2.TestRequest(name="x")) == ""
+
+
+# ---- migrations: the soft-delete column may be another column than _fivetran_deleted ------------------
+
+def test_sync_mode_migrations_with_another_soft_delete_column(stub, server, unique_schema, tmp_path):
+    epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
+    t = table("Soft T", col("id", "INT", pk=True), col("Is Deleted", "BOOLEAN"), col("_fivetran_synced", "UTC_DATETIME"))
+    assert stub.CreateTable(pb.CreateTableRequest(schema_name=unique_schema, table=t)).success
+    rows = [{"id": 1, "Is Deleted": False, "_fivetran_synced": T0},
+            {"id": 2, "Is Deleted": True, "_fivetran_synced": T0 - dt.timedelta(days=1)},
+            {"id": 3, "Is Deleted": None, "_fivetran_synced": T0}]
+    assert stub.WriteBatch(write_request(unique_schema, t, replace=[batch_file(tmp_path, t, rows)])).success
+
+    def migrate(kind):
+        op = pb.TableSyncModeMigrationOperation(type=getattr(pb, kind), soft_deleted_column="Is Deleted")
+        r = stub.Migrate(pb.MigrateRequest(details=pb.MigrationDetails(schema=unique_schema, table="Soft T",
+                                                                       table_sync_mode_migration=op)))
+        assert r.WhichOneof("response") == "success", r
+
+    migrate("SOFT_DELETE_TO_HISTORY")
+    got = _rows(server, unique_schema, "Soft T")
+    assert {i: (r["_fivetran_start"], r["_fivetran_active"], r["Is Deleted"]) for i, r in got.items()} == {
+        1: (T0, True, False), 2: (epoch, False, True), 3: (T0, True, None)}  # the column is source data: kept
+    assert got[2]["_fivetran_end"] == epoch
+    assert columns_of(describe(stub, unique_schema, "Soft T"))["_fivetran_start"] == ("UTC_DATETIME", True, None)
+    migrate("HISTORY_TO_SOFT_DELETE")
+    got = _rows(server, unique_schema, "Soft T")
+    assert {i: r["Is Deleted"] for i, r in got.items()} == {1: False, 2: True, 3: False}
+    assert "_fivetran_start" not in columns_of(describe(stub, unique_schema, "Soft T"))
+    assert "_fivetran_deleted" not in columns_of(describe(stub, unique_schema, "Soft T"))
