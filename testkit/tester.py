@@ -578,14 +578,17 @@ class ReferenceModel:
           already has a version starting at ts;
         - a version starting exactly at ts gets the value in place (so several migrations with
           the same timestamp record history once);
-        - an active version starting after ts gets the value in place (for an added column only
-          while it is still NULL);
+        - an active version starting after ts makes the whole change refused (the guide's
+          validation; the destination answers INVALID_ARGUMENT);
         - historical versions are not touched.
         All conditions are evaluated on the table as it was before the change."""
         t = self._table(name)
         if not t.history:
             raise ModelError(f"{name!r} is not in history mode")
         before = [dict(r) for r in t.rows.values()]
+        if any(r[ACTIVE] and r[START] > ts for r in before):
+            # the migration guide requires max(_fivetran_start) of active rows <= the timestamp
+            raise ModelError(f"{name!r}: active versions start after the operation timestamp (refused)")
         taken = {t.bkey(r) for r in before if r[START] == ts}
         out: dict = {}
         for r in before:
