@@ -120,8 +120,8 @@ class HistoryColumnMigrations(MigrationFamily):
           active until the maximum timestamp, gets the value (_fivetran_synced is kept);
         - versions starting exactly at ts get the value in place, so several migrations with
           the same operation_timestamp (or a replay) record history once;
-        - an active version starting after ts (against the guide's precondition) gets the value
-          in place when it has none yet (for an added column) / always (for a dropped one).
+        - an active version starting after ts is refused before (refuse_versions_after); the
+          in-place branch for it only matters for a table changed between that check and here.
         Historical versions are never touched; for an added column they keep NULL."""
         ident = self.catalog.sql_name(eng, ref)
         names = table.column_names
