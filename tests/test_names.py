@@ -315,3 +315,20 @@ def test_hostile_names_survive_a_restart(engine, tmp_path):
     assert rows[1]["select"] == "upd" and rows[1]["Customer Name"] == "a0"
     assert rows[2]["Customer Name"] == "c0" and rows[2]["x" * 255] == "c4"
     assert sorted(os.listdir(wh / "Sales=20=C3=9C.2024")) == [Path(location).name]
+
+
+def test_parquet_batches_with_hostile_names(engine, tmp_path):
+    """Parquet batch files carry the column names inside the file: the same inputs pass."""
+    from delta_destination.fivetran.batch_files import Compression, FileFormat
+
+    srv = RunningServer(tmp_path / "warehouse", tmp_path / "server.log",
+                        extra_args=["--engine", engine, "--batch-file-format", "parquet"])
+    try:
+        for i, rel in enumerate(["input.json", "schema_migrations_input_sync_modes.json"]):
+            spec, _, _ = hostile(tc.load_input(TESTER_INPUTS / rel), shift=3 * i + 1)
+            result = tc.run_spec(srv.stub, srv.warehouse, spec, f"Parquet Ü {i}", live_only=False,
+                                 run_migrations=rel.startswith("schema_migrations_"), file_format=FileFormat.PARQUET,
+                                 compression=Compression.OFF)
+            assert result.ok, "\n".join(result.problems)
+    finally:
+        srv.stop()
