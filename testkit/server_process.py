@@ -28,7 +28,10 @@ def free_port() -> int:
 class RunningServer:
     """A destination server subprocess, as Fivetran would launch it."""
 
-    def __init__(self, warehouse: Path, log_path: Path, extra_args=(), env=None, engine: str | None = None, ready_timeout=180.0):
+    def __init__(self, warehouse: Path, log_path: Path, extra_args=(), env=None, command=None, engine: str | None = None,
+                 ready_timeout=180.0):
+        """`command`: the program to start (default: this Python running the Fivetran door),
+        e.g. a PyInstaller binary; `--port` and `--warehouse` are added. `engine`: adds `--engine`."""
         self.port = free_port()
         if engine:
             extra_args = ("--engine", engine, *extra_args)
@@ -36,7 +39,8 @@ class RunningServer:
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "delta_destination.fivetran.main", "--port", str(self.port), "--warehouse", str(warehouse), *extra_args],
+            [*(command or [sys.executable, "-m", "delta_destination.fivetran.main"]),
+             "--port", str(self.port), "--warehouse", str(warehouse), *extra_args],
             cwd=ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -36,3 +36,9 @@ def unique_schema(request):
     name = request.node.nodeid
     safe = "".join(ch if ch.isalnum() else "_" for ch in request.node.name.lower())[:40]
     return f"t_{safe}_{hashlib.sha1(name.encode()).hexdigest()[:8]}_{os.getpid()}"
+
+
+@pytest.fixture
+def engine_server(server):
+    """The session's server of the engine under test (see `engine`)."""
+    return server

@@ -40,7 +40,7 @@ def test_merge_clauses_follow_the_operations_present():
 
 def test_insert_probe_and_truncate():
     assert sql.insert_sql("tgt", "src", TABLE) == \
-        "INSERT INTO tgt (`id`, `a b`, `ts`) SELECT s.c0, s.c1, CAST(s.c2 AS TIMESTAMP_NTZ) FROM src AS s WHERE s.op = 0"
+        "INSERT INTO tgt SELECT s.c0, s.c1, CAST(s.c2 AS TIMESTAMP_NTZ) FROM src AS s WHERE s.op = 0"
     assert sql.key_probe_sql("tgt", "src", TABLE, ["id", "a b"]) == \
         "SELECT 1 FROM tgt t JOIN src s ON t.`id` = s.c0 AND t.`a b` = s.c1 LIMIT 1"
     assert sql.truncate_sql("tgt", "_fivetran_synced", "2024-01-02T03:04:05.678Z", None) == \
@@ -113,3 +113,11 @@ def test_type_changes_say_what_the_stored_values_must_pass():
     assert sql.altered_values_sql("t1", [("x", "DOUBLE", "FLOAT", "range")]) == (
         "SELECT SUM(CASE WHEN `x` IS NOT NULL AND ABS(CAST(`x` AS DOUBLE)) > 3.4028234663852886e+38 "
         "AND ABS(CAST(`x` AS DOUBLE)) < CAST('Infinity' AS DOUBLE) THEN 1 ELSE 0 END) AS c0 FROM t1")
+
+
+def test_active_after_sql():
+    from delta_destination.core.sql import active_after_sql
+
+    assert active_after_sql("t1", "_fivetran_start", "_fivetran_active", "2005-05-28T20:57:00.000000Z") == (
+        "SELECT COUNT(*) AS n FROM t1 WHERE `_fivetran_active` = true "
+        "AND `_fivetran_start` > CAST('2005-05-28T20:57:00.000000Z' AS TIMESTAMP)")

@@ -138,12 +138,14 @@ def insert_clause(table: TableSchema) -> str:
 
 def insert_sql(target: str, view: str, table: TableSchema, op: int = OP_UPSERT) -> str:
     """The source's rows of one operation as a plain append (no stored key matches).
+    Positional: `table` must list the Delta table's columns in their order (the catalog's
+    describe does). Sail 0.7.2 resolves an INSERT column list case-sensitively against
+    lower-cased names and splits names at dots, so `Name` or `a.b` would fail there.
     >>> insert_sql("t1", "v", <id, a>)
-    'INSERT INTO t1 (`id`, `a`) SELECT s.c0, s.c1 FROM v AS s WHERE s.op = 0'
+    'INSERT INTO t1 SELECT s.c0, s.c1 FROM v AS s WHERE s.op = 0'
     """
-    cols = ", ".join(q(c.name) for c in table.columns)
     vals = ", ".join(value_expr(i, c) for i, c in enumerate(table.columns))
-    return f"INSERT INTO {target} ({cols}) SELECT {vals} FROM {view} AS s WHERE s.op = {op}"
+    return f"INSERT INTO {target} SELECT {vals} FROM {view} AS s WHERE s.op = {op}"
 
 
 def key_probe_sql(target: str, view: str, table: TableSchema, keys: Sequence[str]) -> str:
@@ -239,3 +241,13 @@ def copy_column_sql(target: str, from_column: str, to_column: str) -> str:
     """
     f, t = q(from_column), q(to_column)
     return f"UPDATE {target} SET {t} = {f} WHERE NOT ({t} <=> {f})"
+
+
+def active_after_sql(target: str, start: str, active: str, ts_utc: str) -> str:
+    """How many active versions start after a UTC instant (history-mode column migrations
+    require none: the guide's max(_fivetran_start) <= operation_timestamp).
+    >>> active_after_sql("t1", "_fivetran_start", "_fivetran_active", "2005-05-28T20:57:00.000000Z")
+    "SELECT COUNT(*) AS n FROM t1 WHERE `_fivetran_active` = true AND `_fivetran_start` > CAST('2005-05-28T20:57:00.000000Z' AS TIMESTAMP)"
+    """
+    return (f"SELECT COUNT(*) AS n FROM {target} WHERE {q(active)} = true "
+            f"AND {q(start)} > CAST({quote_string(ts_utc)} AS TIMESTAMP)")
