@@ -28,9 +28,9 @@ ACCT = "acct.dfs.core.windows.net"
 GOLDEN = [
     ("/tmp/wh", "sales", "orders", "file:///tmp/wh/sales/orders", "file", "/tmp/wh/sales/orders", True),
     ("/tmp/wh/", "sales", "orders", "file:///tmp/wh/sales/orders", "file", "/tmp/wh/sales/orders", True),
-    ("/tmp/my wh", "s p", "a#b?c", "file:///tmp/my%20wh/s%20p/a%23b%3Fc", "file", "/tmp/my%20wh/s%20p/a%23b%3Fc", False),
-    ("/tmp/wh", "ventes", "données", "file:///tmp/wh/ventes/donn%C3%A9es", "file", "/tmp/wh/ventes/donn%C3%A9es", False),
-    ("/tmp/wh", "s", "100%", "file:///tmp/wh/s/100%25", "file", "/tmp/wh/s/100%25", False),
+    ("/tmp/my wh", "s p", "a#b?c", "file:///tmp/my%20wh/s=20p/a=23b=3Fc", "file", "/tmp/my%20wh/s=20p/a=23b=3Fc", False),
+    ("/tmp/wh", "ventes", "données", "file:///tmp/wh/ventes/donn=C3=A9es", "file", "/tmp/wh/ventes/donn=C3=A9es", False),
+    ("/tmp/wh", "s", "100%", "file:///tmp/wh/s/100=25", "file", "/tmp/wh/s/100=25", False),
     ("file:///tmp/wh/", "s", "t", "file:///tmp/wh/s/t", "file", "/tmp/wh/s/t", True),
     ("file://localhost/tmp/wh", "s", "t", "file:///tmp/wh/s/t", "file", "/tmp/wh/s/t", False),
     ("s3://lake/wh", "sales", "orders", "s3://lake/wh/sales/orders", "s3://lake", "wh/sales/orders", True),

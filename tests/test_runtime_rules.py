@@ -140,9 +140,13 @@ def test_engine_failures_name_request_table_phase_and_class_never_values(server,
     row = {"id": 1, "v": secret, "_fivetran_synced": T0, "_fivetran_deleted": False}
     assert stub.WriteBatch(write_request(unique_schema, t, replace=[batch_file(tmp_path, t, [row])])).success
     location = Warehouse(str(server.warehouse)).table_location(unique_schema, "Broken T")
-    for f in os.listdir(location):
-        if f.endswith(".parquet"):
-            os.remove(os.path.join(location, f))
+    removed = 0
+    for folder, _dirs, files in os.walk(location):  # with column mapping, data files sit in prefix folders
+        for f in files:
+            if f.endswith(".parquet") and "_delta_log" not in folder:
+                os.remove(os.path.join(folder, f))
+                removed += 1
+    assert removed
     err = expect_error(lambda: stub.WriteBatch(write_request(unique_schema, t, replace=[batch_file(tmp_path, t, [row])])),
                        grpc.StatusCode.INTERNAL)
     details = err.details()

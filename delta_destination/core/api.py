@@ -13,6 +13,7 @@ from .events import Events
 from .history import HistoryWriter
 from .migrations import Migrator
 from .model import TableSchema
+from .upkeep import Upkeep
 
 
 class DeltaCore:
@@ -24,6 +25,7 @@ class DeltaCore:
         self.writer = Writer(self.catalog)
         self.history = HistoryWriter(self.catalog)
         self.migrator = Migrator(self.catalog, self.tables)
+        self.upkeep = Upkeep(self.catalog)
 
     def describe(self, settings: Settings, schema: str, table: str) -> Optional[TableSchema]:
         ref = self.catalog.locate(settings, schema, table)

@@ -54,6 +54,28 @@ def add_columns_sql(ident: str, columns: list[tuple[str, str]]) -> str:
     return f"ALTER TABLE {ident} ADD COLUMNS ({cols})"
 
 
+def optimize_sql(ident: str) -> str:
+    """>>> optimize_sql("delta.`/wh/s/t`")
+    'OPTIMIZE delta.`/wh/s/t`'
+    """
+    return f"OPTIMIZE {ident}"
+
+
+def purge_deletion_vectors_sql(ident: str) -> str:
+    """Rewrites only the files that carry deletion vectors.
+    >>> purge_deletion_vectors_sql("delta.`/wh/s/t`")
+    'REORG TABLE delta.`/wh/s/t` APPLY (PURGE)'
+    """
+    return f"REORG TABLE {ident} APPLY (PURGE)"
+
+
+def vacuum_sql(ident: str, retention_hours: int) -> str:
+    """>>> vacuum_sql("delta.`/wh/s/t`", 168)
+    'VACUUM delta.`/wh/s/t` RETAIN 168 HOURS'
+    """
+    return f"VACUUM {ident} RETAIN {int(retention_hours)} HOURS"
+
+
 def column_defs(columns: Iterable[Column]) -> str:
     """>>> column_defs([Column("id", DataType.INT), Column("a b", DataType.STRING)])
     '`id` INT, `a b` STRING'

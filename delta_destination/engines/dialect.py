@@ -17,7 +17,9 @@ import pyarrow as pa
 
 from .. import logs
 from ..core.names import quote_string
-from ..core.sql import add_columns_sql, create_table_sql, path_identifier
+from ..core.errors import UnsupportedOperation
+from ..core.sql import (add_columns_sql, create_table_sql, optimize_sql, path_identifier, purge_deletion_vectors_sql,
+                        vacuum_sql)
 from ..warehouse import Warehouse
 from .errors import run_engine
 
@@ -27,6 +29,9 @@ log = logs.get(__name__)
 # cached-relation upload Apache Spark uses for big local data; above this size a batch
 # is appended to a staging Delta table in chunks instead.
 LOCAL_RELATION_LIMIT = int(os.environ.get("FIVETRAN_DELTA_LOCAL_RELATION_LIMIT", 64 * 1024 * 1024))
+
+
+SPARK_HINT = "; run upkeep with the Apache Spark engine: fivetran-delta-destination maintain --engine spark ..."
 
 
 class Dialect:
@@ -60,6 +65,16 @@ class Dialect:
     def property_values(self, spark, location: str, key: str) -> list[str]:
         """Values the table property `key` has had (at least its current one)."""
         raise NotImplementedError
+
+    # -- table upkeep (core/upkeep.py) ---------------------------------------------------------
+    def compact(self, spark, location: str) -> None:
+        raise UnsupportedOperation(f"{self.name} cannot compact tables (OPTIMIZE){SPARK_HINT}")
+
+    def purge_deletion_vectors(self, spark, location: str) -> None:
+        raise UnsupportedOperation(f"{self.name} cannot purge deletion vectors (REORG TABLE ... APPLY (PURGE)){SPARK_HINT}")
+
+    def vacuum(self, spark, location: str, retention_hours: int) -> None:
+        raise UnsupportedOperation(f"{self.name} cannot remove unreferenced files (VACUUM){SPARK_HINT}")
 
     # -- shipping Arrow data to the engine ------------------------------------------------------
     @contextmanager
@@ -203,6 +218,15 @@ class SparkDialect(Dialect):
     def add_columns(self, spark, location: str, columns: list[tuple[str, str]]) -> None:
         sql = add_columns_sql(path_identifier(location), columns)
         run_engine("add columns", lambda: spark.sql(sql).collect())
+
+    def compact(self, spark, location: str) -> None:
+        spark.sql(optimize_sql(path_identifier(location))).collect()
+
+    def purge_deletion_vectors(self, spark, location: str) -> None:
+        spark.sql(purge_deletion_vectors_sql(path_identifier(location))).collect()
+
+    def vacuum(self, spark, location: str, retention_hours: int) -> None:
+        spark.sql(vacuum_sql(path_identifier(location), retention_hours)).collect()
 
     def property_values(self, spark, location: str, key: str) -> list[str]:
         sql = f"SHOW TBLPROPERTIES {path_identifier(location)} ({quote_string(key)})"

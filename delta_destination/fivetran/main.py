@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -12,6 +13,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from .. import lineage, logs
 from ..core.api import DeltaCore
+from ..core.errors import DestinationError
+from ..core.upkeep import DEFAULT_RETENTION_HOURS, PeriodicUpkeep, UpkeepOptions
 from ..engines.session import Engines
 from ..settings import ENGINES, Settings
 from ..warehouse import Warehouse
@@ -22,7 +25,7 @@ from .servicer import DestinationServicer
 
 GRACE_SECONDS = 60
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024  # the SDK's limit, in both directions
-HEALTH_INTERVAL = 15.0
+HEALTH_INTERVAL = float(os.environ.get("FIVETRAN_DELTA_HEALTH_INTERVAL", "15"))  # seconds between engine checks
 log = logs.get("delta_destination.fivetran.main")  # not __name__: this module also runs as __main__
 
 
@@ -35,6 +38,12 @@ def parse_args(argv=None):
     p.add_argument("--spark-remote", default=None, help="Spark Connect URL (sc://host:port) of a remote engine")
     p.add_argument("--batch-file-format", choices=["csv", "parquet"], default="csv", help="format answered in Capabilities")
     p.add_argument("--workers", type=int, default=8, help="concurrent requests")
+    p.add_argument("--upkeep-interval-hours", type=float, default=0,
+                   help="compact/purge/vacuum idle tables this often (0 = off; Fivetran's lake destinations: 168)")
+    p.add_argument("--upkeep-idle-minutes", type=float, default=10,
+                   help="periodic upkeep skips tables written less than this long ago")
+    p.add_argument("--vacuum-retention-hours", type=int, default=DEFAULT_RETENTION_HOURS,
+                   help="VACUUM keeps files removed less than this long ago (minimum: Delta's 168)")
     return p.parse_args(argv)
 
 
@@ -53,9 +62,18 @@ def _bind(server: grpc.Server, port: int) -> None:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["maintain"]:
+        from ..maintain import main as maintain
+
+        return maintain(argv[1:])
     args = parse_args(argv)
     logs.install(FivetranJsonHandler())
-    settings = Settings.create(args.warehouse, args.engine, args.spark_remote)
+    try:
+        settings = Settings.create(args.warehouse, args.engine, args.spark_remote)
+        upkeep_options = UpkeepOptions(retention_hours=args.vacuum_retention_hours)
+    except DestinationError as exc:
+        raise SystemExit(f"fivetran-delta-destination: {exc.message}") from None
     engines = Engines()
     core = DeltaCore(engines, door="fivetran")
     lineage_events = lineage.attach(core)  # commit log lines with URIs; OpenLineage/Airflow when configured
@@ -92,6 +110,9 @@ def main(argv=None) -> int:
             )
 
     threading.Thread(target=watch_health, name="health", daemon=True).start()
+    periodic = PeriodicUpkeep(core.upkeep, settings, args.upkeep_interval_hours, upkeep_options,
+                                  idle_minutes=args.upkeep_idle_minutes).start() \
+        if args.upkeep_interval_hours > 0 else None
 
     def on_signal(signum, _frame):
         log.info(f"received signal {signum}: draining in-flight requests")
@@ -101,6 +122,8 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     stop.wait()
     health_servicer.enter_graceful_shutdown()
+    if periodic is not None:
+        periodic.stop()
     server.stop(GRACE_SECONDS).wait()
     engines.stop()
     lineage_events.close(timeout=5.0)

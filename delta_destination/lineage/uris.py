@@ -16,8 +16,11 @@ plus the provider handler of each scheme), and where we go further:
 - local directories become `file://` + absolute path with an empty host (the form of
   Airflow's `create_asset(path=)`, OpenLineage and Spark); `file://localhost/...` roots
   are folded into it;
-- each path component is percent-encoded (`quote(part, safe="")`), so schema and table
-  names with spaces, `#`, `?` or `%` stay one component each; no trailing slash.
+- the URI names the table's directory, where readers find the data: schema and table
+  names appear as the warehouse spells them on disk (docs/names.md: letters, digits,
+  `_-.` literal, every other byte `=XX`, so `order items` is `order=20items`); each path
+  component is percent-encoded with `=` left literal (`quote(part, safe="=")`), so a
+  component never splits or leaks a `#` or `?`; no trailing slash.
 
 The result is a fixed point of Airflow's normaliser (`Asset(uri=u).uri == u`), checked by
 tests/test_lineage_uris.py against Airflow's own code.
@@ -48,7 +51,7 @@ class UnusableLocation(ValueError):
 
 
 def _quote_parts(parts: list[str]) -> str:
-    return "/" + "/".join(quote(p, safe="") for p in parts if p != "")
+    return "/" + "/".join(quote(p, safe="=") for p in parts if p != "")
 
 
 def _authority(scheme: str, netloc: str) -> str:
@@ -79,26 +82,27 @@ def root_uri(root: str) -> tuple[str, list[str]]:
 
 
 def table_uri(root: str, schema: str, table: str) -> str:
-    """The canonical dataset URI of `<root>/<schema>/<table>`.
+    """The canonical dataset URI of the table `schema`.`table` of the warehouse at `root`.
 
     >>> table_uri("s3a://lake/wh/", "sales", "order items")
-    's3://lake/wh/sales/order%20items'
+    's3://lake/wh/sales/order=20items'
     >>> table_uri("/tmp/wh", "s", "t")
     'file:///tmp/wh/s/t'
     """
     base, parts = root_uri(root)
-    names = [directory_name("schema", schema), directory_name("table", table)]
-    return base + _quote_parts(parts + names)
+    return base + _quote_parts(parts + [directory_name("schema", schema), directory_name("table", table)])
 
 
 def root_of(location: str, schema: str, table: str) -> str:
-    """The warehouse root of a table location built by `Warehouse.table_location` (names hold
-    no separators, so stripping the last two components is exact)."""
+    """The warehouse root of a table location built by `Warehouse.table_location` (its last
+    two components are the spelled schema and table names, or the raw names for tables
+    created before names were spelled; names hold no separators, so stripping is exact)."""
     sep = "/" if is_url(location) else os.sep
-    suffix = f"{sep}{schema}{sep}{table}"
-    if not location.endswith(suffix) or len(location) == len(suffix):
-        raise UnusableLocation("the location does not end with the table's schema and name")
-    return location[: -len(suffix)] or sep
+    for names in ((directory_name("schema", schema), directory_name("table", table)), (schema, table)):
+        suffix = sep + sep.join(names)
+        if location.endswith(suffix) and len(location) > len(suffix):
+            return location[: -len(suffix)]
+    raise UnusableLocation("the location does not end with the table's schema and name")
 
 
 def location_uri(location: str, schema: str, table: str) -> str:
@@ -114,8 +118,8 @@ def openlineage_name(uri: str) -> OpenLineageName:
     plain names it is also what the Spark integration reports; for names that need
     percent-encoding the name stays encoded like Airflow's (Spark would decode it).
 
-    >>> openlineage_name("s3://lake/wh/sales/order%20items")
-    OpenLineageName(namespace='s3://lake', name='wh/sales/order%20items')
+    >>> openlineage_name("s3://lake/wh/sales/order=20items")
+    OpenLineageName(namespace='s3://lake', name='wh/sales/order=20items')
     """
     parts = urlsplit(uri)
     path = parts.path

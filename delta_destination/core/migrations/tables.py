@@ -151,8 +151,10 @@ class TableMigrations(MigrationFamily):
         props = metadata.encode(target, 1)
         try:
             def go():
-                (make_df().writeTo(tmp_ident).using("delta")
-                 .tableProperty(metadata.PROPERTY, props).tableProperty(COPY_PROPERTY, marker)
+                writer = make_df().writeTo(tmp_ident).using("delta")
+                for key, value in eng.dialect.creation_properties().items():  # e.g. column mapping on Spark
+                    writer = writer.tableProperty(key, value)
+                (writer.tableProperty(metadata.PROPERTY, props).tableProperty(COPY_PROPERTY, marker)
                  .option("path", tmp).create())
 
             run_engine(f"write {dst.display}", go, attempts=1)

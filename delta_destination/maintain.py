@@ -1,0 +1,59 @@
+"""`fivetran-delta-destination maintain`: table upkeep on demand (cron, a scheduler, by hand).
+
+Compacts, purges deletion vectors and vacuums one table, a schema's tables or every table
+of a local warehouse, on the engine named (the Apache Spark engine does all of it; Sail
+0.7.2 can do none of it and says so). One line per table on stdout; exit code 0 when
+every step ran, 2 when the engine could not do some of them, 1 on an error.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from . import logs
+from .core.api import DeltaCore
+from .core.errors import DestinationError
+from .core.upkeep import DEFAULT_RETENTION_HOURS, UpkeepOptions
+from .engines.session import Engines
+from .settings import ENGINES, Settings
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="fivetran-delta-destination maintain", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--warehouse", default="./warehouse")
+    p.add_argument("--schema", default=None)
+    p.add_argument("--table", default=None, help="needs --schema")
+    p.add_argument("--engine", choices=ENGINES, default=None, help="default: spark (sail cannot do upkeep)")
+    p.add_argument("--spark-remote", default=None, help="Spark Connect URL of a remote Apache Spark + Delta engine")
+    p.add_argument("--retention-hours", type=int, default=DEFAULT_RETENTION_HOURS,
+                   help=f"VACUUM keeps files removed less than this long ago (default and minimum {DEFAULT_RETENTION_HOURS})")
+    args = p.parse_args(argv)
+    if args.table and not args.schema:
+        p.error("--table needs --schema")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logs.install(handler)
+    engines = Engines()
+    try:
+        settings = Settings.create(args.warehouse, args.engine or "spark", args.spark_remote)
+        options = UpkeepOptions(retention_hours=args.retention_hours)
+        core = DeltaCore(engines, door="maintain")
+        code = 0
+        for ref in core.upkeep.tables(settings, args.schema, args.table):
+            report = core.upkeep.run(settings, ref, options)
+            print(report.summary(), flush=True)
+            if report.unsupported:
+                code = 2
+        return code
+    except DestinationError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        engines.stop()

@@ -1,0 +1,137 @@
+"""The local Apache Spark engine's process contract: a child JVM on loopback with a private
+scratch folder, that dies with the destination (also on kill -9) and leaves no plaintext."""
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import tomllib
+
+from delta_destination.engines import spark_process as sp
+from testkit.server_process import ROOT, RunningServer
+
+
+def test_server_conf_is_loopback_delta_utc_ansi_and_private(tmp_path):
+    conf = sp.server_conf(15002, tmp_path, sp.SparkProcessOptions(driver_memory="1g", cores=2))
+    assert conf["spark.connect.grpc.binding.address"] == "127.0.0.1"
+    assert conf["spark.connect.grpc.binding.port"] == "15002"
+    assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert conf["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.sql.ansi.enabled"] == "true"
+    assert conf["spark.sql.shuffle.partitions"] == "8"
+    assert conf["spark.local.dir"].startswith(str(tmp_path))
+    assert conf["spark.ui.enabled"] == "false"
+    # One request, one commit: auto compaction would add an OPTIMIZE commit after writes.
+    assert conf["spark.databricks.delta.autoCompact.enabled"] == "false"
+
+
+def test_command_bounds_driver_memory_and_passes_only_delta_jars(tmp_path):
+    jars = sp.delta_jars()
+    cmd = sp.server_command(15002, tmp_path, sp.SparkProcessOptions(driver_memory="1536m", cores=2), jars)
+    assert cmd[cmd.index("--driver-memory") + 1] == "1536m"
+    assert cmd[cmd.index("--master") + 1] == "local[2]"
+    passed = cmd[cmd.index("--jars") + 1].split(",")
+    assert all(Path(j).name.startswith("delta-") for j in passed)
+    assert any(Path(j).name.startswith("delta-spark_") for j in passed)
+    assert f"-Djava.io.tmpdir={tmp_path / 'tmp'}" in cmd[cmd.index("--driver-java-options") + 1]
+
+
+def test_pinned_pyspark_and_delta_jars_are_a_pair():
+    """Delta 4.4 is built per Spark line (delta-spark_4.2_2.13): the pom and pyproject agree."""
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pyspark = next(d for d in deps if d.startswith("pyspark")).split("==")[1]
+    delta = next(d for d in deps if d.startswith("delta-spark")).split("==")[1]
+    pom = (ROOT / "jvm" / "pom.xml").read_text()
+    assert f"<delta.version>{delta}</delta.version>" in pom
+    assert f"<spark.line>{'.'.join(pyspark.split('.')[:2])}</spark.line>" in pom
+    assert any(j.name == f"delta-spark_{'.'.join(pyspark.split('.')[:2])}_2.13-{delta}.jar" for j in sp.delta_jars())
+
+
+def test_missing_jars_give_a_clear_error(tmp_path):
+    from delta_destination.core.errors import EngineUnavailable
+
+    with pytest.raises(EngineUnavailable, match="make install"):
+        sp.delta_jars(tmp_path)
+
+
+def test_stale_scratch_of_dead_owners_is_removed_live_ones_kept(tmp_path):
+    dead = psutil.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"{sp.SCRATCH_PREFIX}{dead.pid}-abc"
+    live = tmp_path / f"{sp.SCRATCH_PREFIX}{os.getppid()}-def"
+    other = tmp_path / "unrelated"
+    for d in (stale, live, other):
+        d.mkdir()
+    assert sp.clean_stale_scratch(tmp_path) == 1
+    assert not stale.exists() and live.exists() and other.exists()
+
+
+def _engine_jvm(server: RunningServer) -> psutil.Process:
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        for child in psutil.Process(server.proc.pid).children(recursive=True):
+            if "java" in child.name() and any("SparkConnectServer" in a for a in child.cmdline()):
+                return child
+        time.sleep(0.5)
+    raise AssertionError("no engine JVM under the destination")
+
+
+def test_kill_9_of_the_destination_takes_the_jvm_and_the_next_start_removes_its_scratch(tmp_path):
+    scratch = tmp_path / "scratch"
+    env = {"DELTA_DESTINATION_SCRATCH": str(scratch)}
+    srv = RunningServer(tmp_path / "wh", tmp_path / "one.log", engine="spark", env=env)
+    try:
+        jvm = _engine_jvm(srv)
+        # The JVM listens on loopback only.
+        listening = [c.laddr for c in jvm.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN]
+        assert listening and all(addr.ip == "127.0.0.1" for addr in listening)
+        folders = [d for d in scratch.iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)]
+        assert len(folders) == 1
+        assert stat.S_IMODE(scratch.stat().st_mode) == 0o700
+        assert stat.S_IMODE(folders[0].stat().st_mode) == 0o700
+        srv.proc.send_signal(signal.SIGKILL)
+        srv.proc.wait(30)
+        jvm.wait(30)  # the kernel kills it with its parent (PR_SET_PDEATHSIG)
+        assert not jvm.is_running()
+    finally:
+        srv.stop()
+    assert folders[0].exists()  # a kill -9 cannot clean up ...
+    srv2 = RunningServer(tmp_path / "wh", tmp_path / "two.log", engine="spark", env=env)
+    try:
+        assert not folders[0].exists()  # ... the next engine start does
+        assert "removed 1 scratch folder" in srv2.log_text()
+    finally:
+        srv2.stop()
+    # A clean stop removes the engine's own folder and leaves no JVM.
+    assert not [d for d in scratch.iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)]
+
+
+def test_health_follows_the_engine_and_a_dead_jvm_is_restarted(tmp_path):
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+
+    srv = RunningServer(tmp_path / "wh", tmp_path / "log", engine="spark",
+                        env={"DELTA_DESTINATION_SCRATCH": str(tmp_path / "scratch"), "FIVETRAN_DELTA_HEALTH_INTERVAL": "1"})
+    try:
+        assert "local Apache Spark engine started in" in srv.log_text()
+        health = health_pb2_grpc.HealthStub(srv.channel)
+        jvm = _engine_jvm(srv)
+        jvm.kill()
+        jvm.wait(30)
+        deadline = time.time() + 60
+        while health.Check(health_pb2.HealthCheckRequest(service="")).status == health_pb2.HealthCheckResponse.SERVING:
+            assert time.time() < deadline, "health still SERVING with the engine gone"
+            time.sleep(0.5)
+        # The next request starts a new engine and succeeds.
+        resp = srv.stub.Test(pb.TestRequest(name="spark_engine", configuration={}), timeout=300)
+        assert resp.success, resp
+        assert _engine_jvm(srv).pid != jvm.pid
+    finally:
+        srv.stop()
