@@ -20,6 +20,7 @@ def test_server_conf_is_loopback_delta_utc_ansi_and_private(tmp_path):
     conf = sp.server_conf(15002, tmp_path, sp.SparkProcessOptions(driver_memory="1g", cores=2))
     assert conf["spark.connect.grpc.binding.address"] == "127.0.0.1"
     assert conf["spark.connect.grpc.binding.port"] == "15002"
+    assert conf["spark.driver.bindAddress"] == conf["spark.driver.host"] == "127.0.0.1"
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
     assert conf["spark.sql.session.timeZone"] == "UTC"
@@ -90,7 +91,7 @@ def test_kill_9_of_the_destination_takes_the_jvm_and_the_next_start_removes_its_
         jvm = _engine_jvm(srv)
         # The JVM listens on loopback only.
         listening = [c.laddr for c in jvm.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN]
-        assert listening and all(addr.ip == "127.0.0.1" for addr in listening)
+        assert listening and all(addr.ip in ("127.0.0.1", "::ffff:127.0.0.1") for addr in listening), listening
         folders = [d for d in scratch.iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)]
         assert len(folders) == 1
         assert stat.S_IMODE(scratch.stat().st_mode) == 0o700
@@ -115,7 +116,7 @@ def test_kill_9_of_the_destination_takes_the_jvm_and_the_next_start_removes_its_
 def test_health_follows_the_engine_and_a_dead_jvm_is_restarted(tmp_path):
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+    from delta_destination.fivetran._proto import common_pb2
 
     srv = RunningServer(tmp_path / "wh", tmp_path / "log", engine="spark",
                         env={"DELTA_DESTINATION_SCRATCH": str(tmp_path / "scratch"), "FIVETRAN_DELTA_HEALTH_INTERVAL": "1"})
@@ -130,7 +131,7 @@ def test_health_follows_the_engine_and_a_dead_jvm_is_restarted(tmp_path):
             assert time.time() < deadline, "health still SERVING with the engine gone"
             time.sleep(0.5)
         # The next request starts a new engine and succeeds.
-        resp = srv.stub.Test(pb.TestRequest(name="spark_engine", configuration={}), timeout=300)
+        resp = srv.stub.Test(common_pb2.TestRequest(name="spark_engine", configuration={}), timeout=300)
         assert resp.success, resp
         assert _engine_jvm(srv).pid != jvm.pid
     finally:

@@ -81,13 +81,19 @@ class Engines:
             return self._sessions.setdefault(key, session)
 
     def healthy(self, settings: Settings) -> bool:
+        """Does the engine answer now? A local engine that died is not restarted here (the
+        health service must see the outage); `get` restarts it."""
         if settings.engine == "spark" and not settings.spark_remote:
             if self._local_spark is None or not self._local_spark.alive():
                 return False
+        return self.answers(settings)
+
+    def answers(self, settings: Settings) -> bool:
+        """Can the engine be reached, starting (or restarting) a local one if needed?"""
         try:
             self.get(settings).spark.sql("SELECT 1").collect()
             return True
-        except Exception:  # noqa: BLE001 - any failure means "not healthy"
+        except Exception:  # noqa: BLE001 - any failure means "does not answer"
             return False
 
     def stop(self) -> None:

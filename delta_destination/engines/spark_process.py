@@ -90,6 +90,9 @@ def server_conf(port: int, private_dir: Path, options: SparkProcessOptions) -> d
     conf = {
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
+        # The driver's own RPC and block manager ports: loopback too, never the machine's address.
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
         # Batches up to the SDK's 128 MiB arrive in one message.
         "spark.connect.grpc.maxInboundMessageSize": str(256 * 1024 * 1024),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -214,7 +217,7 @@ class LocalSparkServer:
         return self._proc.pid if self._proc else None
 
     def _spawn(self, cmd: list[str]) -> None:
-        env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_DIRS": str(self.private_dir / "local"),
+        env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(self.private_dir / "local"),
                "SPARK_LOG_DIR": str(self.private_dir / "tmp"), "SPARK_CONF_DIR": str(self.private_dir / "tmp")}
         env.pop("SPARK_CONNECT_MODE_ENABLED", None)  # the server is classic Spark
         env.pop("PYSPARK_SUBMIT_ARGS", None)

@@ -108,6 +108,8 @@ def main(argv=None) -> int:
             health_servicer.set(
                 "", health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
             )
+            if not ok:
+                engines.answers(settings)  # restarts a local engine that died; the next round reports it
 
     threading.Thread(target=watch_health, name="health", daemon=True).start()
     periodic = PeriodicUpkeep(core.upkeep, settings, args.upkeep_interval_hours, upkeep_options,

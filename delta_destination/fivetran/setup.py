@@ -48,7 +48,7 @@ def configuration_form(settings: Settings) -> common_pb2.ConfigurationFormRespon
 def run_setup_test(name: str, settings: Settings, core) -> Optional[str]:
     """Returns None on success, or a message the customer can act on."""
     if name == TEST_ENGINE:
-        if core.engines.healthy(settings):
+        if core.engines.answers(settings):
             return None
         return "The Spark engine did not answer. Check the Spark Connect URL and that the server is running."
     if name == TEST_WAREHOUSE:
