@@ -7,7 +7,7 @@ PROTO_OUT := delta_destination/fivetran/_proto
 PORT ?= 50052
 WAREHOUSE ?= ./warehouse
 
-.PHONY: install proto run test test-slow bench clean
+.PHONY: install proto run test test-slow bench clean airbyte-clients
 
 install: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py
 
@@ -31,8 +31,13 @@ run: install
 test: install
 	$(BIN)/python -m pytest -q
 
-test-slow: install
+test-slow: install airbyte-clients
 	$(BIN)/python -m pytest -q -m slow
+
+# PyAirbyte and airbyte-source-faker for the Airbyte door's real-client tests, each in its own
+# virtualenv under .venvs/ (they need incompatible airbyte-cdk versions); reused when present.
+airbyte-clients:
+	PYTHON=$(PYTHON) scripts/airbyte_client_venvs.sh
 
 bench: install
 	$(BIN)/python scripts/bench.py

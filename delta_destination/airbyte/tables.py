@@ -1,0 +1,108 @@
+"""The Delta side of a sync: tables made ready, buffered records committed through the core
+as change sets, and each stream finished (the overwrite swap) -- all through DeltaCore.
+
+- append: records are appended (Op.APPEND), one commit per flush.
+- append_dedup: one row per primary key per flush (latest_per_key), then one MERGE in which a
+  stored row is replaced or deleted only by a newer one (ChangeSet.newer_by: generation,
+  cursor, extraction time; NULL oldest). CDC deletes (`_ab_cdc_deleted_at` set) are deletes.
+- overwrite: records go to a hidden staging table (one per stream and generation); at the end
+  of a successful sync the target's contents are replaced by it in ONE commit, so readers
+  see the old table until then. The staging table is dropped afterwards.
+"""
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import replace
+from typing import Optional
+
+import pyarrow.compute as pc
+
+from .. import logs
+from ..core.api import DeltaCore
+from ..core.changes import ChangeSet, Changes, Op
+from ..core.migrations.operations import DropTable, MigrationDetails
+from ..core.model import TableSchema
+from ..settings import Settings
+from ..warehouse import Warehouse
+from .catalog import STAGING_PREFIX, Mode, StreamPlan
+from .records import Record, is_cdc_delete, latest_per_key, to_arrow
+
+log = logs.get(__name__)
+DOOR_OPERATION = "AirbyteWrite"
+
+
+class StreamTables:
+    def __init__(self, core: DeltaCore, settings: Settings):
+        self.core = core
+        self.settings = settings
+        self._effective: dict[tuple, TableSchema] = {}
+
+    def _target(self, plan: StreamPlan) -> str:
+        return plan.staging_name() if plan.mode == Mode.OVERWRITE else plan.name
+
+    def prepare(self, plan: StreamPlan) -> None:
+        """Create the table (or the staging table) or add the catalog's new columns. Stored
+        columns keep their types (values are converted to them); key flags follow the catalog."""
+        target = self._target(plan)
+        if plan.mode == Mode.OVERWRITE:
+            self._drop_stale_staging(plan)
+        stored = self.core.describe(self.settings, plan.schema, target)
+        wanted = replace(plan.table, name=target)
+        if stored is None:
+            self.core.tables.create(self.settings, plan.schema, wanted)
+            self._effective[plan.key] = wanted
+            return
+        have = {c.name: c for c in stored.columns}
+        cols = [c.with_(primary_key=c.name in plan.primary_key) for c in stored.columns]
+        cols += [c for c in wanted.columns if c.name not in have]
+        desired = TableSchema(target, tuple(cols))
+        if desired.columns != stored.columns:
+            self.core.tables.alter(self.settings, plan.schema, desired, drop_columns=False)
+        self._effective[plan.key] = desired
+
+    def _drop_stale_staging(self, plan: StreamPlan) -> None:
+        """Staging tables of this stream from other generations (an abandoned earlier sync)."""
+        wh = Warehouse(self.settings.warehouse)
+        if not wh.is_local:
+            return
+        keep = plan.staging_name()
+        pattern = os.path.join(glob.escape(wh.join(plan.schema)), keep.rsplit("_g", 1)[0] + "_g*")
+        for path in glob.glob(pattern):
+            name = os.path.basename(path)
+            if name != keep and name.startswith(STAGING_PREFIX):
+                self._drop(plan.schema, name)
+
+    def _drop(self, schema: str, table: str) -> None:
+        self.core.migrator.migrate(self.settings, MigrationDetails(schema, table, DropTable()))
+
+    def commit(self, plan: StreamPlan, records: list[Record]) -> int:
+        """One Delta commit with the records; returns the number of rows sent."""
+        if not records:
+            return 0
+        table = self._effective[plan.key]
+        rows = to_arrow(plan, records, table)
+        changes = ChangeSet()
+        if plan.mode == Mode.APPEND_DEDUP:
+            rows = latest_per_key(plan, rows)
+            changes.newer_by = plan.newer_by
+            deleted = is_cdc_delete(plan, rows)
+            if deleted is None:
+                changes.add(Changes(Op.UPSERT, rows, source=f"stream {plan.name!r}"))
+            else:
+                changes.add(Changes(Op.UPSERT, rows.filter(pc.invert(deleted)), source=f"stream {plan.name!r}"))
+                changes.add(Changes(Op.DELETE, rows.filter(deleted), source=f"stream {plan.name!r} (CDC deletes)"))
+        else:
+            changes.add(Changes(Op.APPEND, rows, source=f"stream {plan.name!r}"))
+        self.core.writer.write(self.settings, plan.schema, table.name, lambda _t: changes, what=DOOR_OPERATION)
+        return rows.num_rows
+
+    def finish(self, plan: StreamPlan) -> None:
+        """A stream whose sync succeeded: the overwrite swap (one commit), then staging dropped."""
+        if plan.mode != Mode.OVERWRITE:
+            return
+        staging = self.core.catalog.locate(self.settings, plan.schema, plan.staging_name())
+        self.core.tables.replace_contents(self.settings, plan.schema, plan.table, staging.location)
+        self._drop(plan.schema, plan.staging_name())
+        log.info(f"{plan.display}: overwritten with this sync's rows in one commit")
+
