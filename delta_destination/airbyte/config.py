@@ -15,7 +15,7 @@ from ..settings import ENGINES, Settings
 from .errors import ConfigInvalid
 
 DOCS_URL = "https://github.com/fivetran-delta-destination/fivetran-delta-destination/blob/main/docs/airbyte.md"
-DEFAULT_BUFFER_BYTES = 64 * 1024 * 1024
+DEFAULT_BUFFER_BYTES = 32 * 1024 * 1024  # JSON bytes; buffered records take a few times that in memory
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024
 DEFAULT_FLUSH_SECONDS = 60.0
 

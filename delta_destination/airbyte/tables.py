@@ -5,6 +5,8 @@ as change sets, and each stream finished (the overwrite swap) -- all through Del
 - append_dedup: one row per primary key per flush (latest_per_key), then one MERGE in which a
   stored row is replaced or deleted only by a newer one (ChangeSet.newer_by: generation,
   cursor, extraction time; NULL oldest). CDC deletes (`_ab_cdc_deleted_at` set) are deletes.
+- minimum_generation_id > 0 (append, append_dedup): at the end of a successful sync, rows of
+  older generations (or none) are deleted in one commit. Until then readers see both.
 - overwrite: records go to a hidden staging table (one per stream and generation); at the end
   of a successful sync the target's contents are replaced by it in ONE commit, so readers
   see the old table until then. The staging table is dropped afterwards.
@@ -25,7 +27,7 @@ from ..core.migrations.operations import DropTable, MigrationDetails
 from ..core.model import TableSchema
 from ..settings import Settings
 from ..warehouse import Warehouse
-from .catalog import STAGING_PREFIX, Mode, StreamPlan
+from .catalog import GENERATION_ID, STAGING_PREFIX, Mode, StreamPlan
 from .records import Record, is_cdc_delete, latest_per_key, to_arrow
 
 log = logs.get(__name__)
@@ -98,8 +100,12 @@ class StreamTables:
         return rows.num_rows
 
     def finish(self, plan: StreamPlan) -> None:
-        """A stream whose sync succeeded: the overwrite swap (one commit), then staging dropped."""
+        """A stream whose sync succeeded: the overwrite swap (one commit), then staging dropped;
+        append/append_dedup with a minimum generation: older generations deleted (one commit)."""
         if plan.mode != Mode.OVERWRITE:
+            if plan.minimum_generation_id > 0:
+                self.core.tables.delete_below(self.settings, plan.schema, plan.name, GENERATION_ID,
+                                              plan.minimum_generation_id)
             return
         staging = self.core.catalog.locate(self.settings, plan.schema, plan.staging_name())
         self.core.tables.replace_contents(self.settings, plan.schema, plan.table, staging.location)

@@ -135,6 +135,14 @@ def truncate_sql(target: str, synced_column: str, before_utc_ms: str, soft_colum
     return f"UPDATE {target} SET {d} = true WHERE {q(synced_column)} < {cut} AND ({d} IS NULL OR {d} = false)"
 
 
+def delete_below_sql(target: str, column: str, below: int) -> str:
+    """Rows whose integer column is below a value; NULL counts as below every value.
+    >>> delete_below_sql("t1", "g", 3)
+    'DELETE FROM t1 WHERE `g` < 3 OR `g` IS NULL'
+    """
+    return f"DELETE FROM {target} WHERE {q(column)} < {int(below)} OR {q(column)} IS NULL"
+
+
 # ---- history mode -------------------------------------------------------------------------
 H_UPSERT, H_CLOSE, H_DELETE = 0, 1, 2
 
