@@ -343,3 +343,46 @@ def test_refresh_drops_older_generations_at_the_end(tmp_path, wh, config, mode):
     # An incomplete stream drops nothing.
     assert sync(4, 4, [{"id": 4, "v": "d", "cur": 1}], [stream_status("g", "INCOMPLETE")]) == [
         (1, "a2", 2), (3, "c", 3), (4, "d", 4)]
+
+
+def test_kill_9_mid_overwrite_then_retries_of_the_same_generation_land_each_row_once(tmp_path, wh, engine):
+    cfg = write_json(tmp_path / "c.json", {"warehouse_path": str(wh), "engine": engine, "buffer_bytes": 2500})
+    props = {"id": {"type": "integer"}, "v": {"type": "string"}}
+    assert run(["write", "--config", cfg, "--catalog", catalog(tmp_path, stream("o", props, "overwrite", generation=1))],
+               [record("o", {"id": -1, "v": "old"})]).rc == 0
+    cat = catalog(tmp_path, stream("o", props, "overwrite", generation=2, minimum=2))
+    messages = []
+    for i in range(120):
+        messages.append(record("o", {"id": i, "v": "x" * 40}))
+        if i % 10 == 9:
+            messages.append(stream_state("o", {"n": i + 1}, id=i + 1))
+    # Attempt 1: killed after some states were echoed (and rows past them staged by a full buffer).
+    w = Running(["write", "--config", cfg, "--catalog", cat])
+    w.send(messages[: len(messages) * 2 // 3])
+    last = w.wait_for(lambda m: m["type"] == "STATE" and m["state"]["id"] >= 30)
+    os.kill(w.proc.pid, signal.SIGKILL)
+    w.proc.wait(30)
+    while (line := w.out.get(timeout=30)) is not None:
+        if json.loads(line)["type"] == "STATE":
+            last = json.loads(line)
+    assert data_of(table_rows(wh, "airbyte", "o"), "id") == [(-1,)]  # readers still see the old table
+    # Attempt 2 (same generation) resumes after the last echoed state.
+    resume_at = messages.index(stream_state("o", {"n": last["state"]["id"]}, id=last["state"]["id"]))
+    r = run(["write", "--config", cfg, "--catalog", cat], messages[resume_at + 1:])
+    assert r.rc == 0
+    assert data_of(table_rows(wh, "airbyte", "o"), "id") == [(i,) for i in range(120)]
+
+
+def test_overwrite_retry_without_any_echoed_state_starts_over(tmp_path, wh, engine):
+    cfg = write_json(tmp_path / "c.json", {"warehouse_path": str(wh), "engine": engine, "buffer_bytes": 500})
+    cat = catalog(tmp_path, stream("o", {"id": {"type": "integer"}}, "overwrite", generation=5, minimum=5))
+    rows = [record("o", {"id": i}) for i in range(50)]
+    # A source without checkpoints fails half way: rows were staged (full buffer) but nothing echoed.
+    r = run(["write", "--config", cfg, "--catalog", cat], rows[:30] + [stream_status("o", "INCOMPLETE")])
+    assert r.rc == 0 and r.states == []
+    assert any(p.name.startswith(".airbyte_tmp_") for p in (wh / "airbyte").iterdir())
+    # The retry sends everything again: each row lands once.
+    r = run(["write", "--config", cfg, "--catalog", cat], rows)
+    assert r.rc == 0
+    assert data_of(table_rows(wh, "airbyte", "o"), "id") == [(i,) for i in range(50)]
+    assert "_airbyte_tmp_seq" not in table_rows(wh, "airbyte", "o")[0]

@@ -1,5 +1,5 @@
 """Pure parts of the Airbyte door, exactly: type mapping, catalog planning, value conversion,
-one-row-per-key selection, state bookkeeping, and the core's delete_below SQL."""
+one-row-per-key selection, state bookkeeping, and the core's delete_outside SQL."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ from delta_destination.airbyte.records import Record, check_identity, fit_size, 
 from delta_destination.airbyte.states import StateLedger
 from delta_destination.airbyte.types import column_type
 from delta_destination.core.model import DataType as T
-from delta_destination.core.sql import delete_below_sql
+from delta_destination.core.sql import delete_outside_sql
 
 
 @pytest.mark.parametrize("schema, expected", [
@@ -141,6 +141,7 @@ def test_ledger_counts_per_stream_and_global_and_keeps_every_field():
     assert led.take() == []
 
 
-def test_delete_below_sql():
-    assert delete_below_sql("t1", "g", 3) == "DELETE FROM t1 WHERE `g` < 3 OR `g` IS NULL"
-    assert delete_below_sql("t1", "a`b", "4") == "DELETE FROM t1 WHERE `a``b` < 4 OR `a``b` IS NULL"
+def test_delete_outside_sql():
+    assert delete_outside_sql("t1", "g", below=3) == "DELETE FROM t1 WHERE `g` IS NULL OR `g` < 3"
+    assert delete_outside_sql("t1", "a`b", at_or_above="4") == "DELETE FROM t1 WHERE `a``b` IS NULL OR `a``b` >= 4"
+    assert delete_outside_sql("t1", "g", 1, 9) == "DELETE FROM t1 WHERE `g` IS NULL OR `g` < 1 OR `g` >= 9"

@@ -33,6 +33,10 @@ SYSTEM_COLUMNS = (
     Column(GENERATION_ID, DataType.LONG),
 )
 STAGING_PREFIX = ".airbyte_tmp_"
+# Staging tables only: when each row arrived (see tables.py, "coverage"), and the table
+# property holding how far the rows are covered by echoed states.
+STAGING_SEQ = "_airbyte_tmp_seq"
+COVERED_PROPERTY = "airbyte.covered_below"
 
 
 class Mode(str, enum.Enum):
@@ -67,6 +71,9 @@ class StreamPlan:
         """Which version of a key wins in append_dedup: a later generation (a refresh re-reads
         everything), then the cursor, then the later extraction; NULL is oldest."""
         return (GENERATION_ID,) + ((self.cursor,) if self.cursor else ()) + (EXTRACTED_AT,)
+
+    def staging_table(self) -> TableSchema:
+        return TableSchema(self.staging_name(), self.table.columns + (Column(STAGING_SEQ, DataType.LONG),))
 
     def staging_name(self) -> str:
         """Where an overwrite collects this sync's rows before the one-commit swap: a hidden

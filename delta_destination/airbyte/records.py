@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..core.model import DataType, TableSchema
 from ..core.types import arrow_type
-from .catalog import CDC_DELETED_AT, EXTRACTED_AT, GENERATION_ID, META, RAW_ID, StreamPlan
+from .catalog import CDC_DELETED_AT, EXTRACTED_AT, GENERATION_ID, META, RAW_ID, STAGING_SEQ, StreamPlan
 from .errors import RecordRejected
 
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -36,6 +36,7 @@ class Record:
     emitted_at: int
     changes: list = field(default_factory=list)
     size: int = 0
+    seq: int = 0  # when it arrived, for overwrite staging (see tables.py)
 
 
 class NotConvertible(Exception):
@@ -143,7 +144,7 @@ def to_arrow(plan: StreamPlan, records: list[Record], table: Optional[TableSchem
     """The records as rows of the table (system columns first). `table` is the stored table's
     schema when it has columns the catalog lacks (they stay NULL)."""
     table = table or plan.table
-    in_catalog = set(plan.table.column_names) - {RAW_ID, EXTRACTED_AT, META, GENERATION_ID}
+    in_catalog = set(plan.table.column_names) - {RAW_ID, EXTRACTED_AT, META, GENERATION_ID, STAGING_SEQ}
     props = [c for c in table.columns if c.name in in_catalog]  # the stored types decide
     protected = set(plan.primary_key) | ({plan.cursor} if plan.cursor else set())
     values: dict[str, list] = {c.name: [] for c in props}
@@ -172,7 +173,7 @@ def to_arrow(plan: StreamPlan, records: list[Record], table: Optional[TableSchem
         metas.append(json_text(meta))
     n = len(records)
     columns = {RAW_ID: raw_ids, EXTRACTED_AT: extracted, META: metas, GENERATION_ID: [plan.generation_id] * n,
-               **values}
+               STAGING_SEQ: [r.seq for r in records], **values}
     arrays, names = [], []
     for c in table.columns:
         typ = arrow_type(c)

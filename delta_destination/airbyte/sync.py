@@ -51,6 +51,9 @@ class Sync:
         self.source_failed = False
         self.last_flush = time.monotonic()
         self.records = 0
+        # Arrival order of records across attempts (see tables.py, coverage).
+        self.seq_base = time.time_ns() // 1000
+        self.states_received = 0
 
     def run(self, stdin: BinaryIO) -> None:
         for plan in self.plans.values():
@@ -92,7 +95,7 @@ class Sync:
                                     f"{f' (namespace {rec.namespace!r})' if rec.namespace else ''}, "
                                     f"which the configured catalog does not have")
         changes = [c.model_dump(mode="json", exclude_none=True) for c in (rec.meta.changes or [])] if rec.meta else []
-        record = Record(rec.data, rec.emitted_at, changes, size)
+        record = Record(rec.data, rec.emitted_at, changes, size, self.seq_base + self.states_received)
         where = f"input line {lineno}"
         check_identity(plan, record, where)
         if size > self.config.max_record_bytes:
@@ -110,6 +113,7 @@ class Sync:
             d = state.stream.stream_descriptor
             stream_key = _key(d.namespace, d.name)
         self.ledger.received(raw, stream_key)
+        self.states_received += 1
         self.covered = {k: len(v) for k, v in self.buffers.items()}
         # Nothing buffered: every record before it is committed already, echo at once.
         if not self.buffered_bytes or time.monotonic() - self.last_flush >= self.config.flush_interval_seconds:
@@ -132,7 +136,11 @@ class Sync:
         self.buffered_bytes = 0
         self.covered = {k: 0 for k in self.buffers}
         self.last_flush = time.monotonic()
-        for state in self.ledger.take():
+        states = self.ledger.take()
+        if states:
+            for plan in self.plans.values():
+                self.tables.mark_covered(plan, self.seq_base + self.states_received)
+        for state in states:
             self.emit(state)
 
     def _salvage(self) -> None:

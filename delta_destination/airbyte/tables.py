@@ -10,6 +10,12 @@ as change sets, and each stream finished (the overwrite swap) -- all through Del
 - overwrite: records go to a hidden staging table (one per stream and generation); at the end
   of a successful sync the target's contents are replaced by it in ONE commit, so readers
   see the old table until then. The staging table is dropped afterwards.
+
+Coverage (overwrite retries): each staged row carries when it arrived (`_airbyte_tmp_seq`:
+the attempt's start in microseconds plus the number of states received before it, so it
+grows across attempts), and before states are echoed the staging table records up to where
+rows are covered by them (a table property, values only grow). A retry of the same
+generation deletes the staged rows past that mark, because the platform resends them.
 """
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ from ..core.migrations.operations import DropTable, MigrationDetails
 from ..core.model import TableSchema
 from ..settings import Settings
 from ..warehouse import Warehouse
-from .catalog import GENERATION_ID, STAGING_PREFIX, Mode, StreamPlan
+from .catalog import COVERED_PROPERTY, GENERATION_ID, STAGING_PREFIX, STAGING_SEQ, Mode, StreamPlan
 from .records import Record, is_cdc_delete, latest_per_key, to_arrow
 
 log = logs.get(__name__)
@@ -50,7 +56,7 @@ class StreamTables:
         if plan.mode == Mode.OVERWRITE:
             self._drop_stale_staging(plan)
         stored = self.core.describe(self.settings, plan.schema, target)
-        wanted = replace(plan.table, name=target)
+        wanted = plan.staging_table() if plan.mode == Mode.OVERWRITE else replace(plan.table, name=target)
         if stored is None:
             self.core.tables.create(self.settings, plan.schema, wanted)
             self._effective[plan.key] = wanted
@@ -62,6 +68,24 @@ class StreamTables:
         if desired.columns != stored.columns:
             self.core.tables.alter(self.settings, plan.schema, desired, drop_columns=False)
         self._effective[plan.key] = desired
+        if plan.mode == Mode.OVERWRITE:
+            self._resume_staging(plan)
+
+    def _resume_staging(self, plan: StreamPlan) -> None:
+        """A retry of the same generation: keep the staged rows that echoed states cover (the
+        platform resends everything after the last echoed state), delete the rest -- all of
+        them when no state was echoed (a source without checkpoints starts over)."""
+        marks = self.core.tables.property_values(self.settings, plan.schema, plan.staging_name(), COVERED_PROPERTY)
+        covered_below = max((int(m) for m in marks if m.isdigit()), default=0)
+        self.core.tables.delete_outside(self.settings, plan.schema, plan.staging_name(), STAGING_SEQ,
+                                        at_or_above=covered_below)
+        log.info(f"{plan.display}: resuming the staged rows of generation {plan.generation_id or 0}")
+
+    def mark_covered(self, plan: StreamPlan, covered_below: int) -> None:
+        """Before states are echoed: staged rows arriving before `covered_below` are covered."""
+        if plan.mode == Mode.OVERWRITE:
+            self.core.tables.set_property(self.settings, plan.schema, plan.staging_name(), COVERED_PROPERTY,
+                                          str(covered_below))
 
     def _drop_stale_staging(self, plan: StreamPlan) -> None:
         """Staging tables of this stream from other generations (an abandoned earlier sync)."""
@@ -104,8 +128,8 @@ class StreamTables:
         append/append_dedup with a minimum generation: older generations deleted (one commit)."""
         if plan.mode != Mode.OVERWRITE:
             if plan.minimum_generation_id > 0:
-                self.core.tables.delete_below(self.settings, plan.schema, plan.name, GENERATION_ID,
-                                              plan.minimum_generation_id)
+                self.core.tables.delete_outside(self.settings, plan.schema, plan.name, GENERATION_ID,
+                                                below=plan.minimum_generation_id)
             return
         staging = self.core.catalog.locate(self.settings, plan.schema, plan.staging_name())
         self.core.tables.replace_contents(self.settings, plan.schema, plan.table, staging.location)
