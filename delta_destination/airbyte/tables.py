@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from .. import logs
 from ..core.api import DeltaCore
 from ..core.changes import ChangeSet, Changes, Op
-from ..core.migrations.operations import DropTable, MigrationDetails
+from ..core.migrations.operations import UNSUPPORTED, DropTable, MigrationDetails
 from ..core.model import TableSchema
 from ..settings import Settings
 from ..warehouse import Warehouse
@@ -99,8 +99,9 @@ class StreamTables:
             if name != keep and name.startswith(STAGING_PREFIX):
                 self._drop(plan.schema, name)
 
-    def _drop(self, schema: str, table: str) -> None:
-        self.core.migrator.migrate(self.settings, MigrationDetails(schema, table, DropTable()))
+    def _drop(self, schema: str, table: str) -> bool:
+        """False where tables cannot be dropped (object-store warehouses: drops are directory moves)."""
+        return self.core.migrator.migrate(self.settings, MigrationDetails(schema, table, DropTable())) != UNSUPPORTED
 
     def commit(self, plan: StreamPlan, records: list[Record]) -> int:
         """One Delta commit with the records; returns the number of rows sent."""
@@ -133,6 +134,10 @@ class StreamTables:
             return
         staging = self.core.catalog.locate(self.settings, plan.schema, plan.staging_name())
         self.core.tables.replace_contents(self.settings, plan.schema, plan.table, staging.location)
-        self._drop(plan.schema, plan.staging_name())
+        if not self._drop(plan.schema, plan.staging_name()):
+            # Kept but emptied, so a later sync of the same generation (PyAirbyte always sends 1)
+            # starts from nothing; its coverage mark only grows, so it stays valid.
+            self.core.tables.delete_outside(self.settings, plan.schema, plan.staging_name(), STAGING_SEQ,
+                                            at_or_above=0)
         log.info(f"{plan.display}: overwritten with this sync's rows in one commit")
 
