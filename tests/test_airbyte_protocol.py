@@ -386,3 +386,19 @@ def test_overwrite_retry_without_any_echoed_state_starts_over(tmp_path, wh, engi
     assert r.rc == 0
     assert data_of(table_rows(wh, "airbyte", "o"), "id") == [(i,) for i in range(50)]
     assert "_airbyte_tmp_seq" not in table_rows(wh, "airbyte", "o")[0]
+
+
+def test_a_waiting_state_is_committed_and_echoed_after_the_flush_interval(tmp_path, wh, engine):
+    cfg = write_json(tmp_path / "c.json", {"warehouse_path": str(wh), "engine": engine, "flush_interval_seconds": 0.5})
+    cat = catalog(tmp_path, stream("slow", {"id": {"type": "integer"}}, "append"))
+    w = Running(["write", "--config", cfg, "--catalog", cat])
+    w.wait_for(lambda m: m["type"] == "LOG" and "CreateTable" in m["log"]["message"])  # ready to read
+    w.send([record("slow", {"id": 1}), stream_state("slow", {"n": 1}, id=1)])
+    import time
+    time.sleep(1.0)
+    w.send([record("slow", {"id": 2})])  # the next message finds the state waited long enough
+    state = w.wait_for(lambda m: m["type"] == "STATE")
+    assert state["state"]["id"] == 1
+    assert 1 in [r["id"] for r in table_rows(wh, "airbyte", "slow")]  # committed before the echo, input still open
+    assert w.close().rc == 0
+    assert [r["id"] for r in table_rows(wh, "airbyte", "slow")] == [1, 2]

@@ -58,6 +58,7 @@ class Sync:
     def run(self, stdin: BinaryIO) -> None:
         for plan in self.plans.values():
             self.tables.prepare(plan)
+        self.last_flush = time.monotonic()
         try:
             for lineno, line in enumerate(stdin, start=1):
                 if line.strip():
@@ -104,7 +105,7 @@ class Sync:
         self.buffered_bytes += record.size
         self.ledger.record(key)
         self.records += 1
-        if self.buffered_bytes >= self.config.buffer_bytes:
+        if self.buffered_bytes >= self.config.buffer_bytes or self._state_waited_too_long():
             self.flush()
 
     def _state(self, raw: dict, state) -> None:
@@ -116,8 +117,11 @@ class Sync:
         self.states_received += 1
         self.covered = {k: len(v) for k, v in self.buffers.items()}
         # Nothing buffered: every record before it is committed already, echo at once.
-        if not self.buffered_bytes or time.monotonic() - self.last_flush >= self.config.flush_interval_seconds:
+        if not self.buffered_bytes or self._state_waited_too_long():
             self.flush()
+
+    def _state_waited_too_long(self) -> bool:
+        return bool(self.ledger.pending) and time.monotonic() - self.last_flush >= self.config.flush_interval_seconds
 
     def _trace(self, trace) -> None:
         if trace.type == TraceType.STREAM_STATUS and trace.stream_status is not None:
