@@ -277,13 +277,17 @@ def test_write_with_bad_config_is_a_config_error(tmp_path):
 def test_odd_names_land_as_given(tmp_path, wh, config):
     # Column names may be any UTF-8. Schema/table names stay ASCII here: Sail 0.7.2 percent-encodes
     # directory names with spaces or non-ASCII letters on disk (a core/engine issue, both doors).
-    props = {"a b,c;{}()=": {"type": "string"}, "ünï €": {"type": "integer"}, "id": {"type": "integer"}}
-    cat = catalog(tmp_path, stream("Users.v2-x_y", props, "append_dedup", pk=["id"], namespace="Ns_1"))
-    r = run(["write", "--config", config, "--catalog", cat],
-            [record("Users.v2-x_y", {"id": 1, "a b,c;{}()=": "x", "ünï €": 7}, namespace="Ns_1")])
-    assert r.rc == 0, r.errors
-    (row,) = table_rows(wh, "Ns_1", "Users.v2-x_y")
-    assert (row["a b,c;{}()="], row["ünï €"]) == ("x", 7)
+    props = {"a b,c;{}()=": {"type": "string"}, "ünï €": {"type": "integer"}, "id": {"type": "integer"},
+             "column.with.dots": {"type": "string"}, "select": {"type": "string"}, "`tick`": {"type": "string"}}
+    for mode in ("append", "append_dedup", "overwrite"):
+        cat = catalog(tmp_path, stream(f"Users.v2-x_y_{mode}", props, mode, pk=["id"], namespace="Ns_1"))
+        r = run(["write", "--config", config, "--catalog", cat],
+                [record(f"Users.v2-x_y_{mode}", {"id": 1, "a b,c;{}()=": "x", "ünï €": 7, "column.with.dots": "d",
+                                                 "select": "s", "`tick`": "t"}, namespace="Ns_1")])
+        assert r.rc == 0, r.errors
+        (row,) = table_rows(wh, "Ns_1", f"Users.v2-x_y_{mode}")
+        assert [row[c] for c in ("a b,c;{}()=", "ünï €", "column.with.dots", "select", "`tick`")] == [
+            "x", 7, "d", "s", "t"]
 
 
 # ---- crash and resume --------------------------------------------------------------------------------

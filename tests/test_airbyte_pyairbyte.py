@@ -134,3 +134,29 @@ def test_pyairbyte_default_cache_replay(clients, emitted, tmp_path, engine):
     assert_matches_source(wh, emitted)
     for r in rows(wh, "users"):
         assert r["_airbyte_extracted_at"].year >= 2024
+
+
+def test_pyairbyte_destination_smoke_test_all_scenarios(clients, tmp_path, engine):
+    """`pyab destination-smoke-test`: PyAirbyte's edge-case streams (types, unions, nulls, odd column
+    names, unicode, wide, empty, duplicate keys, 1000-row batch) into one namespace."""
+    wh = tmp_path / "warehouse"
+    cfg = tmp_path / "dest.json"
+    cfg.write_text(json.dumps({"warehouse_path": str(wh), "engine": engine}))
+    bin_dir = str(Path(clients["python"]).parent)
+    p = subprocess.run([str(Path(bin_dir) / "pyab"), "destination-smoke-test",
+                        f"--destination={ROOT / '.venv' / 'bin' / 'airbyte-delta-destination'}",
+                        f"--config={cfg}", "--scenarios=all"],
+                       capture_output=True, text=True, timeout=900, cwd=tmp_path,
+                       env={**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"],
+                            "AIRBYTE_OFFLINE_MODE": "1", "DO_NOT_TRACK": "1"})
+    report = json.loads(p.stdout[p.stdout.index("\n{") + 1:p.stdout.rindex("}") + 1])
+    assert report["success"], report["error"]
+    assert report["records_delivered"] > 1000
+    (ns,) = [d for d in wh.iterdir() if d.name.startswith("zz_deleteme")]
+    tables = {t.name: read_delta_table(str(t)).to_pylist() for t in ns.iterdir()}
+    assert len(tables["large_batch_stream"]) == 1000 and tables["empty_stream"] == []
+    dup = tables["duplicate_primary_keys"]  # six records, three keys: one row each (append_dedup)
+    assert len(dup) == len({r["id"] for r in dup}) == 3
+    (names,) = tables["column_naming_edge_cases"]
+    assert {"column.with.dots", "column with spaces", "column-with-dashes", "select", "CamelCaseColumn"} <= set(names)
+    assert all(not json.loads(r["_airbyte_meta"])["changes"] for rows in tables.values() for r in rows)

@@ -32,6 +32,9 @@ from delta_destination.core.sql import delete_outside_sql
     ({"type": "array", "items": {"type": "integer"}}, T.JSON),
     ({"type": ["string", "integer"]}, T.JSON),
     ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, T.JSON),
+    ({"oneOf": [{"type": "number"}, {"type": "null"}]}, T.DOUBLE),
+    ({"anyOf": [{"type": "null"}, {"type": "string", "format": "date"}]}, T.NAIVE_DATE),
+    ({"allOf": [{"type": "string"}]}, T.JSON),
     ({}, T.JSON),
     ("not a schema", T.JSON),
 ])

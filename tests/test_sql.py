@@ -40,7 +40,7 @@ def test_merge_clauses_follow_the_operations_present():
 
 def test_insert_probe_and_truncate():
     assert sql.insert_sql("tgt", "src", TABLE) == \
-        "INSERT INTO tgt (`id`, `a b`, `ts`) SELECT s.c0, s.c1, CAST(s.c2 AS TIMESTAMP_NTZ) FROM src AS s WHERE s.op = 0"
+        "INSERT INTO tgt SELECT s.c0, s.c1, CAST(s.c2 AS TIMESTAMP_NTZ) FROM src AS s WHERE s.op = 0"
     assert sql.key_probe_sql("tgt", "src", TABLE, ["id", "a b"]) == \
         "SELECT 1 FROM tgt t JOIN src s ON t.`id` = s.c0 AND t.`a b` = s.c1 LIMIT 1"
     assert sql.truncate_sql("tgt", "_fivetran_synced", "2024-01-02T03:04:05.678Z", None) == \

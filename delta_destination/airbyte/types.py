@@ -10,9 +10,9 @@
 | `integer`, or `number` + `airbyte_type: integer`              | LONG           | BIGINT           |
 | `number`                                                      | DOUBLE         | DOUBLE           |
 | `boolean`                                                     | BOOLEAN        | BOOLEAN          |
-| `object`, `array`, unions (`type: [a, b]`, `oneOf`, `anyOf`), no type, unknown | JSON | STRING (JSON text) |
+| `object`, `array`, unions (`type: [a, b]`, `oneOf`, `anyOf`, `allOf`), no type, unknown | JSON | STRING (JSON text) |
 
-`["null", X]` is X (every column is nullable). Why DOUBLE for `number`: most sources
+`["null", X]` and `oneOf`/`anyOf` `[X, {"type": "null"}]` are X (every column is nullable). Why DOUBLE for `number`: most sources
 read numbers as doubles already, and a DECIMAL(38,9) would have to round or refuse
 values with more fraction digits. Why text for time: Delta has no TIME type.
 """
@@ -40,7 +40,12 @@ def column_type(schema: Any) -> DataType:
     """The core type of one top-level property's JSON schema."""
     if not isinstance(schema, Mapping):
         return DataType.JSON
-    if any(k in schema for k in ("oneOf", "anyOf", "allOf")) and "type" not in schema:
+    if "type" not in schema:
+        for k in ("oneOf", "anyOf"):
+            branches = [b for b in schema.get(k) or [] if not (isinstance(b, Mapping) and b.get("type") == "null")]
+            if k in schema:
+                # `oneOf: [X, {type: null}]` is a nullable X; real unions are JSON text.
+                return column_type(branches[0]) if len(branches) == 1 else DataType.JSON
         return DataType.JSON
     types = _types_of(schema)
     if len(types) != 1:

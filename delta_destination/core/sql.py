@@ -106,13 +106,14 @@ def insert_clause(table: TableSchema) -> str:
 
 
 def insert_sql(target: str, view: str, table: TableSchema, op: int = OP_UPSERT) -> str:
-    """The source's rows of one operation as a plain append (no stored key matches).
+    """The source's rows of one operation as a plain append (no stored key matches). Every
+    table column is given, in the table's order, so the insert is positional: Sail 0.7.2
+    cannot resolve a column list naming a column with a dot (`a.b`).
     >>> insert_sql("t1", "v", <id, a>)
-    'INSERT INTO t1 (`id`, `a`) SELECT s.c0, s.c1 FROM v AS s WHERE s.op = 0'
+    'INSERT INTO t1 SELECT s.c0, s.c1 FROM v AS s WHERE s.op = 0'
     """
-    cols = ", ".join(q(c.name) for c in table.columns)
     vals = ", ".join(value_expr(i, c) for i, c in enumerate(table.columns))
-    return f"INSERT INTO {target} ({cols}) SELECT {vals} FROM {view} AS s WHERE s.op = {op}"
+    return f"INSERT INTO {target} SELECT {vals} FROM {view} AS s WHERE s.op = {op}"
 
 
 def key_probe_sql(target: str, view: str, table: TableSchema, keys: Sequence[str]) -> str:
