@@ -45,6 +45,8 @@ class StreamTables:
         self.core = core
         self.settings = settings
         self._effective: dict[tuple, TableSchema] = {}
+        self._max_seq: dict[tuple, int] = {}   # overwrite: latest arrival committed to staging
+        self._mark: dict[tuple, int] = {}      # overwrite: the coverage mark last recorded
 
     def _target(self, plan: StreamPlan) -> str:
         return plan.staging_name() if plan.mode == Mode.OVERWRITE else plan.name
@@ -82,8 +84,10 @@ class StreamTables:
         log.info(f"{plan.display}: resuming the staged rows of generation {plan.generation_id or 0}")
 
     def mark_covered(self, plan: StreamPlan, covered_below: int) -> None:
-        """Before states are echoed: staged rows arriving before `covered_below` are covered."""
-        if plan.mode == Mode.OVERWRITE:
+        """Before states are echoed: staged rows arriving before `covered_below` are covered.
+        Recorded only when some staged row is not covered by the mark recorded last."""
+        if plan.mode == Mode.OVERWRITE and self._max_seq.get(plan.key, -1) >= self._mark.get(plan.key, 0):
+            self._mark[plan.key] = covered_below
             self.core.tables.set_property(self.settings, plan.schema, plan.staging_name(), COVERED_PROPERTY,
                                           str(covered_below))
 
@@ -122,6 +126,7 @@ class StreamTables:
         else:
             changes.add(Changes(Op.APPEND, rows, source=f"stream {plan.name!r}"))
         self.core.writer.write(self.settings, plan.schema, table.name, lambda _t: changes, what=DOOR_OPERATION)
+        self._max_seq[plan.key] = max(self._max_seq.get(plan.key, -1), max(r.seq for r in records))
         return rows.num_rows
 
     def finish(self, plan: StreamPlan) -> None:
