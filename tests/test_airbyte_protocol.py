@@ -396,13 +396,16 @@ def test_a_waiting_state_is_committed_and_echoed_after_the_flush_interval(tmp_pa
     cfg = write_json(tmp_path / "c.json", {"warehouse_path": str(wh), "engine": engine, "flush_interval_seconds": 0.5})
     cat = catalog(tmp_path, stream("slow", {"id": {"type": "integer"}}, "append"))
     w = Running(["write", "--config", cfg, "--catalog", cat])
-    w.wait_for(lambda m: m["type"] == "LOG" and "CreateTable" in m["log"]["message"])  # ready to read
+    w.wait_for(lambda m: m["type"] == "LOG" and "CreateTable" in m["log"]["message"])  # reading input now
+    # The source goes silent after a state: the state is committed and echoed anyway.
     w.send([record("slow", {"id": 1}), stream_state("slow", {"n": 1}, id=1)])
+    assert w.wait_for(lambda m: m["type"] == "STATE", timeout=60)["state"]["id"] == 1
+    assert [r["id"] for r in table_rows(wh, "airbyte", "slow")] == [1]
+    # A busy source: the next record finds the state waited long enough.
+    w.send([record("slow", {"id": 2}), stream_state("slow", {"n": 2}, id=2)])
     import time
     time.sleep(1.0)
-    w.send([record("slow", {"id": 2})])  # the next message finds the state waited long enough
-    state = w.wait_for(lambda m: m["type"] == "STATE")
-    assert state["state"]["id"] == 1
-    assert 1 in [r["id"] for r in table_rows(wh, "airbyte", "slow")]  # committed before the echo, input still open
+    w.send([record("slow", {"id": 3})])
+    assert w.wait_for(lambda m: m["type"] == "STATE", timeout=60)["state"]["id"] == 2
     assert w.close().rc == 0
-    assert [r["id"] for r in table_rows(wh, "airbyte", "slow")] == [1, 2]
+    assert [r["id"] for r in table_rows(wh, "airbyte", "slow")] == [1, 2, 3]

@@ -19,7 +19,7 @@ from ..engines.session import Engines
 from .catalog import plan_catalog
 from .config import load_json_file, parse_config, spec
 from .errors import CatalogInvalid, ConfigInvalid
-from .protocol import LogHandler, Output, connection_status, spec_message, trace_error
+from .protocol import LogHandler, Output, connection_status, read_lines, spec_message, trace_error
 from .sync import Sync
 
 log = logs.get("delta_destination.airbyte.main")  # not __name__: this module also runs as __main__
@@ -82,7 +82,8 @@ def write(out: Output, core: DeltaCore, config_path: str, catalog_path: str, std
         raise CatalogInvalid("the catalog is not a JSON object")
     plans = plan_catalog(catalog, config.default_schema)
     log.info(f"write: {len(plans)} streams, engine {config.settings.engine_label}")
-    Sync(core, config, plans, out.write).run(stdin)
+    sync = Sync(core, config, plans, out.write)
+    sync.run(read_lines(stdin, max(config.flush_interval_seconds, 0.05), sync.idle))
     return 0
 
 

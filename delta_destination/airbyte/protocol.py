@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import sys
 import threading
 import time
 import traceback
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from airbyte_protocol.models import AirbyteMessage
 
@@ -35,6 +36,30 @@ def parse_line(line: bytes, lineno: int) -> tuple[dict, AirbyteMessage]:
     except Exception as exc:  # pydantic's ValidationError quotes the input: never shown
         fields = _bad_fields(exc)
         raise ProtocolViolation(f"input line {lineno} is not a valid AirbyteMessage{fields}") from None
+
+
+def read_lines(stream, idle_seconds: float, on_idle: Callable[[], None]) -> Iterator[bytes]:
+    """The lines of a binary stream (a pipe or a file), calling `on_idle()` whenever nothing
+    arrived for `idle_seconds` -- so a state can be committed and echoed while a source is
+    silent. Reads the file descriptor directly (never mix with other reads of `stream`)."""
+    fd = stream.fileno()
+    buf = bytearray()
+    while True:
+        ready, _, _ = select.select([fd], [], [], idle_seconds)
+        if not ready:
+            on_idle()
+            continue
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        buf += chunk
+        start = 0
+        while (end := buf.find(b"\n", start)) >= 0:
+            yield bytes(buf[start:end + 1])
+            start = end + 1
+        del buf[:start]
+    if buf:
+        yield bytes(buf)
 
 
 def _bad_fields(exc: Exception) -> str:

@@ -2,7 +2,7 @@
 
 Records are buffered per stream, bounded by bytes over all streams. A commit (one per
 stream with buffered records) happens when the buffer is full, when a state has waited
-`flush_interval_seconds`, and at the end of the input; the waiting states are echoed right
+`flush_interval_seconds` (also while the input is silent, see `idle`), and at the end of the input; the waiting states are echoed right
 after it. When the input turns out bad (a malformed line, a record of an unknown stream, a
 record whose key cannot be written), the records the last received state covers are still
 committed and that state echoed; what came after it is dropped and the sync fails, so the
@@ -15,7 +15,7 @@ as Airbyte's own destinations assume).
 from __future__ import annotations
 
 import time
-from typing import BinaryIO, Callable, Optional
+from typing import Callable, Iterable, Optional
 
 from airbyte_protocol.models import AirbyteStateType, AirbyteStreamStatus, TraceType, Type
 
@@ -55,12 +55,12 @@ class Sync:
         self.seq_base = time.time_ns() // 1000
         self.states_received = 0
 
-    def run(self, stdin: BinaryIO) -> None:
+    def run(self, lines: Iterable[bytes]) -> None:
         for plan in self.plans.values():
             self.tables.prepare(plan)
         self.last_flush = time.monotonic()
         try:
-            for lineno, line in enumerate(stdin, start=1):
+            for lineno, line in enumerate(lines, start=1):
                 if line.strip():
                     self._handle(line, lineno)
         except (ProtocolViolation, RecordRejected):
@@ -118,6 +118,11 @@ class Sync:
         self.covered = {k: len(v) for k, v in self.buffers.items()}
         # Nothing buffered: every record before it is committed already, echo at once.
         if not self.buffered_bytes or self._state_waited_too_long():
+            self.flush()
+
+    def idle(self) -> None:
+        """No input for a while: a state that waited long enough is committed and echoed now."""
+        if self._state_waited_too_long():
             self.flush()
 
     def _state_waited_too_long(self) -> bool:
