@@ -1,12 +1,12 @@
 """`write`: AirbyteMessages from stdin into Delta tables, states echoed once committed.
 
-Records are buffered per stream, bounded by bytes over all streams. A commit (one per
-stream with buffered records) happens when the buffer is full, when a state has waited
+Records are buffered per stream, bounded by bytes over all streams. A commit (one per stream
+with buffered records) happens when the buffer is full, when a state has waited
 `flush_interval_seconds` (also while the input is silent, see `idle`), and at the end of the
-input; the waiting states are echoed right after it. When the input turns out bad (a malformed line, a record of an unknown stream, a
-record whose key cannot be written), the records the last received state covers are still
-committed and that state echoed; what came after it is dropped and the sync fails, so the
-next attempt resumes from that state.
+input; the waiting states are echoed right after it. When the input turns out bad (a
+malformed line, a record of an unknown stream, a record whose key cannot be written), the
+records the last received state covers are still committed and that state echoed; what came
+after it is dropped and the sync fails, so the next attempt resumes from that state.
 
 A stream is finished (the overwrite swap) at the end of the input only if the sync did not
 fail and the source did not report it INCOMPLETE (no status at all counts as complete,
