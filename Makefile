@@ -4,12 +4,24 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PROTO_OUT := delta_destination/fivetran/_proto
+# Conduit connector stubs, from the vendored protocol files in proto/conduit (see PROVENANCE.md there).
+CONDUIT_PROTO_OUT := delta_destination/conduit/_proto
+CONDUIT_PROTOS := $(shell find proto/conduit -name '*.proto' | sort)
 PORT ?= 50052
 WAREHOUSE ?= ./warehouse
+ENGINE ?= sail
+SPARK_JARS := .spark-jars
 
-.PHONY: install proto run test test-slow bench clean airbyte-clients
+.PHONY: install proto run test test-slow bench clean conduit airbyte-clients
 
-install: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py
+install: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated $(SPARK_JARS)/.fetched
+
+# Delta Lake's jars for the local Apache Spark engine, fetched once with Maven (no network at run time).
+$(SPARK_JARS)/.fetched: jvm/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "need Maven (mvn) and Java 17+ for the Spark engine's Delta jars"; exit 1; }
+	rm -rf $(SPARK_JARS)
+	mvn -q -B -f jvm/pom.xml dependency:copy-dependencies
+	touch $@
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON)"; exit 1; }
@@ -23,10 +35,20 @@ $(PROTO_OUT)/destination_sdk_pb2.py: proto/common.proto proto/destination_sdk.pr
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$(PROTO_OUT) --pyi_out=$(PROTO_OUT) \
 		--grpc_python_out=$(PROTO_OUT) proto/common.proto proto/destination_sdk.proto
 
-proto: $(PROTO_OUT)/destination_sdk_pb2.py
+# Conduit connector stubs: generated from proto/conduit by grpcio-tools, never edited by hand.
+$(CONDUIT_PROTO_OUT)/.generated: $(CONDUIT_PROTOS) $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Iproto/conduit --python_out=$(CONDUIT_PROTO_OUT) --pyi_out=$(CONDUIT_PROTO_OUT) \
+		--grpc_python_out=$(CONDUIT_PROTO_OUT) $(patsubst proto/conduit/%,%,$(CONDUIT_PROTOS))
+	touch $@
+
+# The real Conduit, for the slow end-to-end tests (cached in .tools/, reused when present).
+conduit: $(STAMP)
+	scripts/build_conduit.sh
+
+proto: $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated
 
 run: install
-	$(BIN)/fivetran-delta-destination --port $(PORT) --warehouse $(WAREHOUSE)
+	$(BIN)/fivetran-delta-destination --port $(PORT) --warehouse $(WAREHOUSE) --engine $(ENGINE)
 
 test: install
 	$(BIN)/python -m pytest -q
@@ -43,4 +65,5 @@ bench: install
 	$(BIN)/python scripts/bench.py
 
 clean:
-	rm -rf $(VENV) $(PROTO_OUT)/*_pb2*.py $(PROTO_OUT)/*_pb2*.pyi
+	rm -rf $(VENV) $(SPARK_JARS) $(PROTO_OUT)/*_pb2*.py $(PROTO_OUT)/*_pb2*.pyi
+	find $(CONDUIT_PROTO_OUT) -mindepth 1 -maxdepth 1 ! -name __init__.py -exec rm -rf {} +

@@ -1,6 +1,20 @@
 """The warehouse: the one place that knows where tables live and how paths are spelled.
 
-A table lives at `<warehouse>/<schema>/<table>`. The warehouse is a local directory or a
+A table lives at `<warehouse>/<schema dir>/<table dir>`, each directory name spelled by
+`path_component` from the Fivetran name: ASCII letters, digits, `_`, `-` and `.` stay as
+they are (so `orders`, `Order_Items-2024.v1` are their own directory names); every other
+character, and a leading `.`, becomes `=XX` per UTF-8 byte (quoted-printable style:
+`Order Items` -> `Order=20Items`, `Größe` -> `Gr=C3=B6=C3=9Fe`, `a=b` -> `a=3Db`). The
+result is injective, readable, and never depends on how an engine escapes paths: it holds
+only characters that Sail, Apache Spark/Hadoop and object stores all take literally
+(Sail percent-encodes spaces and non-ASCII, treats `?`, `#`, `*`, `{` specially).
+A spelled name longer than MAX_COMPONENT characters keeps a readable prefix and ends in
+`==` + a hash of the name ignoring case + a hash of the exact name (still injective,
+and case twins stay detectable). Tables created before this layout whose names had other
+characters the engine kept literally (`$`, `+`, `@` ...) are still found at their old
+directory (legacy_location).
+
+The warehouse is a local directory or a
 storage URL (s3a://, gs://, abfss:// ... as the Spark engine sees it). Directory moves
 (drop/rename/copy of tables, clean-up of leftovers) are only possible on a local
 directory; callers ask `is_local` before offering them.
@@ -14,12 +28,13 @@ refused as schema/table names.
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Optional
 
 from .core.errors import UnsafeName
 from .core.names import check_path_name
@@ -78,12 +93,77 @@ def clean_stale_hidden(parent: str) -> None:
             pass
 
 
+_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+ESCAPE = "="
+HASHED = "=="  # cannot occur in a spelled name: every "=" there is followed by two hex digits
+MAX_COMPONENT = 255  # characters (= bytes: all ASCII), the usual filesystem limit per component
+_PREFIX = 200
+
+
+def path_component(name: str) -> str:
+    """>>> path_component("Order Items"), path_component(".x"), path_component("a=b")
+    ('Order=20Items', '=2Ex', 'a=3Db')
+    """
+    out = []
+    for i, ch in enumerate(name):
+        if ch in _LITERAL and not (i == 0 and ch == "."):
+            out.append(ch)
+        else:
+            out.extend(f"{ESCAPE}{b:02X}" for b in ch.encode("utf-8"))
+    spelled = "".join(out)
+    if len(spelled) <= MAX_COMPONENT:
+        return spelled
+    prefix = spelled[:_PREFIX]
+    cut = prefix.rfind(ESCAPE, _PREFIX - 2)  # never split an "=XX"
+    if cut != -1:
+        prefix = prefix[:cut]
+    return prefix + HASHED + _digest(name.casefold()) + _digest(name)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def name_of_component(component: str) -> Optional[str]:
+    """The name a directory spells, or None (a hashed long name, or not our spelling)."""
+    if HASHED in component:
+        return None
+    data, i = bytearray(), 0
+    while i < len(component):
+        ch = component[i]
+        if ch == ESCAPE:
+            try:
+                data.append(int(component[i + 1:i + 3], 16))
+            except ValueError:
+                return None
+            i += 3
+        elif ch in _LITERAL:
+            data += ch.encode("ascii")
+            i += 1
+        else:
+            return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def same_ignoring_case(component: str, name: str) -> bool:
+    """Does the directory `component` hold a name equal to `name` ignoring case?"""
+    mine = path_component(name)
+    if HASHED in component or HASHED in mine:
+        return HASHED in component and HASHED in mine and \
+            component.split(HASHED)[1][:16] == mine.split(HASHED)[1][:16]
+    other = name_of_component(component)
+    return other is not None and other.casefold() == name.casefold()
+
+
 def directory_name(kind: str, name: str) -> str:
     """The path component for a schema or table name (refused when unsafe or reserved)."""
     check_path_name(kind, name)
-    if (kind == "schema" and name in RESERVED_SCHEMAS) or name.startswith(TMP_PREFIX):
+    if kind == "schema" and name in RESERVED_SCHEMAS:
         raise UnsafeName(f"{kind} name {name!r} is reserved for the destination's own files")
-    return name
+    return path_component(name)
 
 
 @dataclass(frozen=True)
@@ -103,7 +183,40 @@ class Warehouse:
         return self.join(directory_name("schema", schema))
 
     def table_location(self, schema: str, table: str) -> str:
-        return self.join(directory_name("schema", schema), directory_name("table", table))
+        location = self.join(directory_name("schema", schema), directory_name("table", table))
+        legacy = self.legacy_location(schema, table)
+        if legacy is not None and not has_commits(location) and has_commits(legacy):
+            return legacy
+        return location
+
+    def legacy_location(self, schema: str, table: str) -> Optional[str]:
+        """Where a table with this name was created before names were spelled (raw names as
+        directories), when that differs; local warehouses only. Names with "=" are left out:
+        their raw spelling could be another table's new one."""
+        if not self.is_local or ESCAPE in schema + table or table.startswith(TMP_PREFIX):
+            return None
+        if path_component(schema) == schema and path_component(table) == table:
+            return None
+        if len(schema.encode("utf-8")) > 255 or len(table.encode("utf-8")) > 255:
+            return None
+        return os.path.join(self.root, schema, table)
+
+    def case_twin(self, schema: str, table: str) -> Optional[str]:
+        """Another table of the schema whose name equals `table` ignoring case (its directory
+        name), or None. Spark and most catalogs and readers resolve names case-insensitively,
+        so such a pair is refused. Local warehouses only (object stores are not listed)."""
+        if not self.is_local:
+            return None
+        sdir = self.schema_location(schema)
+        mine = path_component(table)
+        try:
+            entries = os.listdir(sdir)
+        except OSError:
+            return None
+        for entry in sorted(entries):
+            if entry != mine and same_ignoring_case(entry, table) and has_commits(os.path.join(sdir, entry)):
+                return entry
+        return None
 
     # ---- internal areas -------------------------------------------------------------------
     def new_staging_location(self) -> str:

@@ -15,6 +15,8 @@ from delta_destination.fivetran._proto import destination_sdk_pb2_grpc
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 TESTER_INPUTS = SHARED / "fivetran-sdk-v2" / "tester-inputs"
+# The engines acceptance tests run against: both by default, e.g. DELTA_TEST_ENGINES=sail for a quick run.
+TEST_ENGINES = tuple(e for e in os.environ.get("DELTA_TEST_ENGINES", "sail,spark").split(",") if e)
 
 
 def free_port() -> int:
@@ -26,13 +28,19 @@ def free_port() -> int:
 class RunningServer:
     """A destination server subprocess, as Fivetran would launch it."""
 
-    def __init__(self, warehouse: Path, log_path: Path, extra_args=(), env=None):
+    def __init__(self, warehouse: Path, log_path: Path, extra_args=(), env=None, command=None, engine: str | None = None,
+                 ready_timeout=180.0):
+        """`command`: the program to start (default: this Python running the Fivetran door),
+        e.g. a PyInstaller binary; `--port` and `--warehouse` are added. `engine`: adds `--engine`."""
         self.port = free_port()
+        if engine:
+            extra_args = ("--engine", engine, *extra_args)
         self.warehouse = warehouse
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "delta_destination.fivetran.main", "--port", str(self.port), "--warehouse", str(warehouse), *extra_args],
+            [*(command or [sys.executable, "-m", "delta_destination.fivetran.main"]),
+             "--port", str(self.port), "--warehouse", str(warehouse), *extra_args],
             cwd=ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -43,9 +51,9 @@ class RunningServer:
             options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
         )
         self.stub = destination_sdk_pb2_grpc.DestinationConnectorStub(self.channel)
-        self._wait_ready()
+        self._wait_ready(ready_timeout)
 
-    def _wait_ready(self, timeout=60.0):
+    def _wait_ready(self, timeout):
         from grpc_health.v1 import health_pb2, health_pb2_grpc
 
         health = health_pb2_grpc.HealthStub(self.channel)

@@ -578,14 +578,17 @@ class ReferenceModel:
           already has a version starting at ts;
         - a version starting exactly at ts gets the value in place (so several migrations with
           the same timestamp record history once);
-        - an active version starting after ts gets the value in place (for an added column only
-          while it is still NULL);
+        - an active version starting after ts makes the whole change refused (the guide's
+          validation; the destination answers INVALID_ARGUMENT);
         - historical versions are not touched.
         All conditions are evaluated on the table as it was before the change."""
         t = self._table(name)
         if not t.history:
             raise ModelError(f"{name!r} is not in history mode")
         before = [dict(r) for r in t.rows.values()]
+        if any(r[ACTIVE] and r[START] > ts for r in before):
+            # the migration guide requires max(_fivetran_start) of active rows <= the timestamp
+            raise ModelError(f"{name!r}: active versions start after the operation timestamp (refused)")
         taken = {t.bkey(r) for r in before if r[START] == ts}
         out: dict = {}
         for r in before:
@@ -781,12 +784,19 @@ def compare_rows(t: ModelTable, disk_rows: list[dict]) -> list[str]:
     return problems
 
 
+def table_path(warehouse, schema: str, table: str) -> str:
+    """Where the destination keeps a table (its warehouse layout spells names as directories)."""
+    from delta_destination.warehouse import Warehouse, normalise_root
+
+    return Warehouse(normalise_root(str(warehouse))).table_location(schema, table)
+
+
 def read_back(warehouse: str, schema: str, t: ModelTable) -> tuple[list[dict], list[str]]:
     """Read a table from disk (independently of Spark) and normalise its values."""
     from testkit.delta_read import read_delta_table
     from delta_destination.core.types import arrow_type
 
-    path = f"{str(warehouse).rstrip('/')}/{schema}/{t.schema.name}"
+    path = table_path(warehouse, schema, t.schema.name)
     problems: list[str] = []
     try:
         arrow = read_delta_table(path)
@@ -1033,7 +1043,7 @@ class TesterRun:
             self.log(f"DescribeTable {name}: {len(actual)} columns compared")
         if "://" not in self.warehouse:
             for name in sorted(self.vanished - set(self.model.tables)):
-                gone = Path(self.warehouse) / self.schema / name / "_delta_log"
+                gone = Path(table_path(self.warehouse, self.schema, name)) / "_delta_log"
                 if gone.exists():
                     self.problem(f"table {name}: removed by a migration, but a Delta table is still at {gone.parent}")
 
@@ -1354,7 +1364,8 @@ class TesterRun:
             ext += {Compression.ZSTD: ".zst", Compression.GZIP: ".gz"}.get(self.compression, "")
         if not self.plain_text:
             ext += ".aes"
-        path = str(self.tmpdir / f"{self._file_no:04d}_{t.schema.name}_{kind}{ext}")
+        # the table's name may be long or hold any character: keep it out of the file name
+        path = str(self.tmpdir / f"{self._file_no:04d}_{hashlib.sha1(t.schema.name.encode()).hexdigest()[:12]}_{kind}{ext}")
         out_rows = []
         for r in rows:
             line = []
@@ -1648,7 +1659,16 @@ def run_input_file(stub, warehouse, input_path, schema: str = "tester", *, live_
                    compression=None, plain_text: bool = False, file_format=None, seed: int = 0,
                    start_time: Optional[datetime] = None, run_migrations: bool = False,
                    configuration: Optional[dict] = None, log: Optional[Callable[[str], None]] = None) -> RunResult:
-    spec = load_input(input_path)
+    return run_spec(stub, warehouse, load_input(input_path), schema, live_only=live_only, compression=compression,
+                    plain_text=plain_text, file_format=file_format, seed=seed, start_time=start_time,
+                    run_migrations=run_migrations, configuration=configuration, log=log)
+
+
+def run_spec(stub, warehouse, spec: dict, schema: str = "tester", *, live_only: bool = False,
+             compression=None, plain_text: bool = False, file_format=None, seed: int = 0,
+             start_time: Optional[datetime] = None, run_migrations: bool = False,
+             configuration: Optional[dict] = None, log: Optional[Callable[[str], None]] = None) -> RunResult:
+    """Like run_input_file, for an input already loaded (or built) as a dict."""
     run = TesterRun(stub, warehouse, copy.deepcopy(spec), schema, live_only=live_only, compression=compression,
                     plain_text=plain_text, file_format=file_format, seed=seed, start_time=start_time,
                     run_migrations=run_migrations, configuration=configuration, log=log)

@@ -5,13 +5,20 @@ import os
 
 import pytest
 
-from testkit.server_process import RunningServer
+from testkit.server_process import TEST_ENGINES, RunningServer
+
+
+@pytest.fixture(scope="session", params=TEST_ENGINES)
+def engine(request):
+    """The engine acceptance tests run against; every test that uses it runs once per engine."""
+    return request.param
+
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    """One server for the whole session (Sail start-up is the slow part)."""
-    base = tmp_path_factory.mktemp("srv")
-    srv = RunningServer(base / "warehouse", base / "server.log")
+def server(tmp_path_factory, engine):
+    """One server per engine for the whole session (engine start-up is the slow part)."""
+    base = tmp_path_factory.mktemp(f"srv-{engine}")
+    srv = RunningServer(base / "warehouse", base / "server.log", engine=engine)
     yield srv
     srv.stop()
 
@@ -29,3 +36,9 @@ def unique_schema(request):
     name = request.node.nodeid
     safe = "".join(ch if ch.isalnum() else "_" for ch in request.node.name.lower())[:40]
     return f"t_{safe}_{hashlib.sha1(name.encode()).hexdigest()[:8]}_{os.getpid()}"
+
+
+@pytest.fixture
+def engine_server(server):
+    """The session's server of the engine under test (see `engine`)."""
+    return server

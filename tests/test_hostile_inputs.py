@@ -500,8 +500,8 @@ case("name_schema_slash_create", "CreateTable", _named("CreateTable", schema="a/
 case("name_table_backslash_alter", "AlterTable", _named("AlterTable", name="a\\b"), words=["table name", "path separator"], category="names")
 case("name_table_nul_alter", "AlterTable", _named("AlterTable", name="tar\x00get"), words=["table name", "control character"], category="names")
 case("name_schema_nul_truncate", "Truncate", _named("Truncate", schema="host\x00ile"), words=["schema name", "control character"], category="names")
-case("name_table_300_bytes_truncate", "Truncate", _named("Truncate", name="x" * 300), words=["table name", "255 bytes"], category="names")
-case("name_table_multibyte_too_long_create", "CreateTable", _named("CreateTable", name="é" * 128), words=["table name", "255 bytes"], category="names")
+case("name_table_1100_chars_truncate", "Truncate", _named("Truncate", name="x" * 1100), words=["table name", "1024 characters"], category="names")
+case("name_table_multibyte_too_long_create", "CreateTable", _named("CreateTable", name="é" * 1025), words=["table name", "1024 characters"], category="names")
 case("name_schema_dot_describe", "DescribeTable", _named("DescribeTable", schema="."), words=["schema name", "not allowed"], category="names")
 case("name_table_empty_describe", "DescribeTable", _named("DescribeTable", name=""), words=["table name is empty"], category="names")
 case("name_schema_empty_write", "WriteBatch", _named("WriteBatch", schema=""), words=["schema name is empty"], category="names")
@@ -516,7 +516,7 @@ case("column_name_nul_create", "CreateTable", _create_cols(col("id", "INT", pk=T
 case("column_name_empty_create", "CreateTable", _create_cols(col("id", "INT", pk=True), col("", "STRING")),
      words=["column name is empty"], category="names")
 case("column_names_differ_only_in_case", "CreateTable", _create_cols(col("id", "INT", pk=True), col("ID", "STRING")),
-     words=["duplicate column"], category="names")
+     words=["'id' and 'ID' differ only in case"], category="names")
 case("create_without_columns", "CreateTable", _create_cols(), words=["no columns"], category="missing")
 case("decimal_precision_39_create", "CreateTable", _create_cols(col("id", "INT", pk=True), col("x", "DECIMAL", precision=39, scale=2)),
      words=["DECIMAL(39,2)"], category="values")

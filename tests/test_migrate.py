@@ -359,6 +359,20 @@ def test_history_column_ops_on_empty_table_and_errors(stub, server, unique_schem
     expect_error(lambda: migrate(stub, unique_schema, "transaction", **drop_hist("desc")), grpc.StatusCode.INVALID_ARGUMENT)
 
 
+def test_history_column_ops_refuse_active_versions_after_the_timestamp(stub, server, unique_schema, tmp_path):
+    """The migration guide requires max(_fivetran_start) of the active rows <= operation_timestamp:
+    an earlier timestamp is refused and the table stays as it was."""
+    p = make(stub, server, unique_schema, HIST, HIST_ROWS, tmp_path)
+    before, v = hrows(server, unique_schema, "transaction_history", "desc"), delta_version(p)
+    early = "2005-05-24T00:00:00Z"  # some active versions start on the 26th
+    for op in (add_hist("article", "STRING", "x", ts=early), drop_hist("desc", ts=early)):
+        err = expect_error(lambda: migrate(stub, unique_schema, "transaction_history", **op), grpc.StatusCode.INVALID_ARGUMENT)
+        assert "start after the operation timestamp" in err.details()
+    assert delta_version(p) == v and hrows(server, unique_schema, "transaction_history", "desc") == before
+    assert "article" not in columns_of(describe(stub, unique_schema, "transaction_history"))
+    ok(migrate(stub, unique_schema, "transaction_history", **drop_hist("desc")))  # OP_TS is after every start
+
+
 # ---- sync modes ------------------------------------------------------------------------------------
 HISTORY_COLS = ["_fivetran_start", "_fivetran_end", "_fivetran_active"]
 

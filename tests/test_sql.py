@@ -113,3 +113,11 @@ def test_type_changes_say_what_the_stored_values_must_pass():
     assert sql.altered_values_sql("t1", [("x", "DOUBLE", "FLOAT", "range")]) == (
         "SELECT SUM(CASE WHEN `x` IS NOT NULL AND ABS(CAST(`x` AS DOUBLE)) > 3.4028234663852886e+38 "
         "AND ABS(CAST(`x` AS DOUBLE)) < CAST('Infinity' AS DOUBLE) THEN 1 ELSE 0 END) AS c0 FROM t1")
+
+
+def test_active_after_sql():
+    from delta_destination.core.sql import active_after_sql
+
+    assert active_after_sql("t1", "_fivetran_start", "_fivetran_active", "2005-05-28T20:57:00.000000Z") == (
+        "SELECT COUNT(*) AS n FROM t1 WHERE `_fivetran_active` = true "
+        "AND `_fivetran_start` > CAST('2005-05-28T20:57:00.000000Z' AS TIMESTAMP)")

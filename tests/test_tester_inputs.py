@@ -488,7 +488,6 @@ def _hist_model():
         v(10, "a", d(26), d(26, 20, 58) - ms, False),        # history: untouched
         v(10, "b", d(26, 20, 58)),
         v(30, "c", OP_TS),                                   # starts exactly at the op
-        v(40, "d", d(29)),                                   # active, starts after the op
     ])
     return m, d, ms
 
@@ -508,8 +507,12 @@ def test_reference_model_history_column_migrations():
         (10, d(26, 20, 58), OP_TS - ms, False, "b", None, T1),
         (10, OP_TS, tc.MAX_TS, True, None, "Ordered article", T1),
         (30, OP_TS, tc.MAX_TS, True, None, "Ordered article", T1),   # in place, once
-        (40, d(29), tc.MAX_TS, True, None, "Ordered article", T1),   # in place (after the op)
     ]
+    # an active version starting after the operation timestamp: refused (the guide's validation)
+    m.upsert("h", [{"id": 40, "amount": 1.0, "desc": "d", "_fivetran_start": d(29), "_fivetran_end": tc.MAX_TS,
+                    "_fivetran_active": True, "_fivetran_synced": T1}])
+    with pytest.raises(tc.ModelError, match="start after the operation timestamp"):
+        m.add_column_in_history_mode("h", Column("qty", FT.INT), "1", OP_TS)
 
 
 def test_reference_model_sync_mode_migrations():

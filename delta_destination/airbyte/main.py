@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Optional
 
-from .. import logs
+from .. import lineage, logs
 from ..core import errors as core_errors
 from ..core.api import DeltaCore
 from ..core.probe import probe_warehouse
@@ -93,6 +93,7 @@ def main(argv: Optional[list] = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     engines = Engines()
     core = DeltaCore(engines, door="airbyte")
+    lineage_events = lineage.attach(core)  # commit log lines with URIs; OpenLineage/Airflow when configured
     try:
         if args.command == "spec":
             out.write(spec_message(spec()))
@@ -105,6 +106,7 @@ def main(argv: Optional[list] = None) -> int:
             raise
         return answer_error(out, exc)
     finally:
+        lineage_events.close(timeout=5.0)  # a short-lived process: send queued events before exit
         engines.stop()
 
 

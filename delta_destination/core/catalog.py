@@ -17,7 +17,7 @@ from ..engines.session import Engines
 from ..settings import Settings
 from ..warehouse import Warehouse, has_commits, is_url
 from . import metadata
-from .errors import TableNotFound
+from .errors import InvalidRequest, TableNotFound
 from .events import Events
 from .model import TableSchema
 from .sql import properties_sql
@@ -53,6 +53,16 @@ class Catalog:
 
     def locate(self, settings: Settings, schema: str, table: str) -> TableRef:
         return TableRef(schema, table, self.warehouse(settings).table_location(schema, table))
+
+    def check_new_name(self, settings: Settings, ref: TableRef) -> None:
+        """Before a table is created under `ref`'s name: refuse a name that differs only in case
+        from an existing table of the schema (Spark and most readers would mix them up)."""
+        twin = self.warehouse(settings).case_twin(ref.schema, ref.table)
+        if twin is not None:
+            raise InvalidRequest(
+                f"table {ref.display}: schema {ref.schema!r} already has a table whose name differs from "
+                f"{ref.table!r} only in case (directory {twin!r}); Delta readers resolve table names "
+                f"case-insensitively, so the two would mix. Rename one of them")
 
     def lock(self, ref: TableRef) -> threading.Lock:
         """Requests for one table are serialized; different tables run in parallel."""
@@ -130,10 +140,14 @@ class Catalog:
     def remember_created(self, ref: TableRef, schema: TableSchema) -> None:
         self._meta_cache[ref.location] = metadata.StoredMetadata(1, schema.columns)
 
-    def set_metadata(self, eng: EngineSession, ref: TableRef, schema: TableSchema) -> None:
+    def set_metadata(self, eng: EngineSession, ref: TableRef, schema: TableSchema,
+                     stats_schema: Optional[TableSchema] = None) -> None:
+        """`stats_schema`: the columns the Delta schema holds right now, when that differs from
+        `schema` (Delta refuses statistics settings naming columns it does not have)."""
         meta = self.stored_metadata(eng, ref)
         gen = (meta.generation if meta else 0) + 1
-        self.set_properties(eng, ref, metadata.table_properties(schema, gen))
+        props = {metadata.PROPERTY: metadata.encode(schema, gen), **metadata.stats_properties(stats_schema or schema)}
+        self.set_properties(eng, ref, props)
         self._meta_cache[ref.location] = metadata.StoredMetadata(gen, schema.columns)
 
     def tidy_metadata(self, eng: EngineSession, ref: TableRef, current: TableSchema) -> None:

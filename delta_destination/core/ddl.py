@@ -17,7 +17,8 @@ from . import metadata
 from .catalog import Catalog, TableRef
 from .errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismatch, TableAlreadyExists
 from .model import Column, DataType, TableSchema
-from .names import check_column_name, quote_ident
+from .names import case_clash, check_column_name, quote_ident
+from .notices import notice
 from .sql import altered_values_sql, column_defs, delete_outside_sql, properties_sql, truncate_sql
 from .types import same_storage, spark_type, validate_decimal, value_check
 
@@ -25,15 +26,19 @@ log = logs.get(__name__)
 
 
 def validate_columns(schema: TableSchema) -> None:
-    seen = set()
     if not schema.columns:
         raise InvalidRequest(f"table {schema.name!r} has no columns")
     for c in schema.columns:
         check_column_name(c.name)
-        if c.name.lower() in seen:  # Spark resolves column names case-insensitively
-            raise InvalidRequest(f"duplicate column {c.name!r}")
-        seen.add(c.name.lower())
         validate_decimal(c)
+    clash = case_clash(c.name for c in schema.columns)
+    if clash is not None:
+        a, b = clash
+        if a == b:
+            raise InvalidRequest(f"table {schema.name!r}: duplicate column {a!r}")
+        # Spark and Delta resolve column names case-insensitively: their values would mix.
+        raise InvalidRequest(f"table {schema.name!r}: columns {a!r} and {b!r} differ only in case, which Delta "
+                             f"tables cannot hold apart; rename one of them")
 
 
 def equivalent(a: TableSchema, b: TableSchema) -> bool:
@@ -68,6 +73,7 @@ class Tables:
                     log.info(f"CreateTable {ref.display}: already exists with the same columns (replay)")
                     return
                 raise TableAlreadyExists(f"table {ref.display} already exists with different columns")
+            cat.check_new_name(settings, ref)
             remove_failed_create(ref.location)
             cat.forget(ref)
             props = {**eng.dialect.creation_properties(), **metadata.table_properties(schema, 1)}
@@ -104,6 +110,13 @@ class Tables:
             added = [c for c in desired.columns if c.name not in have]
             final += added
             target = TableSchema(current.name, tuple(final))
+            validate_columns(target)  # an added "ID" next to a kept "id" would mix their values
+            old_key, new_key = current.primary_keys, target.primary_keys
+            if old_key != new_key and self._has_rows(eng, ref):
+                notice(f"AlterTable {ref.display}: the primary key changed from ({', '.join(old_key)}) to "
+                       f"({', '.join(new_key)}). Delta tables have no key constraints, so stored rows are not "
+                       f"re-keyed: where several of them share a value of the new key, later changes apply to "
+                       f"each of them; a re-sync of the table makes the rows unique again")
             if changed or dropped:
                 self.rewrite_columns(eng, ref, current, target)
             elif added:
@@ -115,6 +128,10 @@ class Tables:
             summary = f"added {len(added)}, changed type of {len(changed)}, dropped {len(dropped)} columns"
             log.info(f"AlterTable {ref.display}: {summary}")
             return summary
+
+    def _has_rows(self, eng: EngineSession, ref: TableRef) -> bool:
+        sql = f"SELECT 1 FROM {self.catalog.sql_name(eng, ref)} LIMIT 1"
+        return bool(run_engine(f"look for rows in {ref.display}", lambda: eng.spark.sql(sql).collect()))
 
     def rewrite_columns(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema) -> None:
         """Type changes and drops: one overwrite commit with the new schema (no type widening on
@@ -163,7 +180,8 @@ class Tables:
         validate_columns(target)
         cat = self.catalog
         removed = tuple(c for c in current.columns if not target.has(c.name))
-        cat.set_metadata(eng, ref, TableSchema(target.name, target.columns + removed))
+        kept = TableSchema(target.name, tuple(c for c in target.columns if current.has(c.name)))
+        cat.set_metadata(eng, ref, TableSchema(target.name, target.columns + removed), stats_schema=kept)
 
         def go():
             make_df().write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)

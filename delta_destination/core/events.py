@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Iterator, Optional, Protocol
 
 from .. import logs
+from ..warehouse import is_url
+from .delta_log import delta_version
 from .model import Column
 
 log = logs.get(__name__)
@@ -32,13 +34,25 @@ class TableOutcome:
     """Filled in by the operation as it goes; read by listeners on completion."""
 
     committed: bool = False                   # did the operation write a Delta commit
-    version: Optional[int] = None             # the Delta version it wrote (set by the core when known)
+    version: Optional[int] = None             # the Delta version it wrote (see committed_version)
     lifecycle: Optional[str] = None           # CREATE, ALTER, TRUNCATE, OVERWRITE, DROP, RENAME (OpenLineage's words)
     columns: tuple[Column, ...] = ()          # the table's columns after the operation
     inserted: Optional[int] = None
     updated: Optional[int] = None
     deleted: Optional[int] = None
     extra: dict = field(default_factory=dict)
+
+
+def committed_version(location: str) -> Optional[int]:
+    """The version a finished commit wrote: the newest in the table's log, read right after
+    the operation -- still under the table's lock for writes, DDL and truncates, so no later
+    commit of ours can be counted (migrations lock inside their handlers: a concurrent request
+    for the same table could be counted there; Fivetran serialises a table's requests).
+    Local tables only; object-store tables would need an engine round trip (None)."""
+    if not location or is_url(location):
+        return None
+    version = delta_version(location)
+    return version if version >= 0 else None
 
 
 class Listener(Protocol):
@@ -74,4 +88,9 @@ class Events:
         except BaseException as exc:
             self._notify("failed", event, exc)
             raise
+        if outcome.committed and outcome.version is None:
+            try:
+                outcome.version = committed_version(location)
+            except OSError:  # reporting only: never fails a write that has committed
+                pass
         self._notify("completed", event, outcome)

@@ -63,15 +63,19 @@ STATS_COLUMNS = "delta.dataSkippingStatsColumns"
 NUM_INDEXED = "delta.dataSkippingNumIndexedCols"
 
 
-def stats_properties(schema: TableSchema) -> dict[str, str]:
-    """File statistics for every column but DECIMALs.
+NO_STATS_TYPES = (DataType.DECIMAL, DataType.BOOLEAN, DataType.BINARY)
 
-    Sail 0.7.2 answers reads of a DECIMAL column from the file's JSON statistics when
+
+def stats_properties(schema: TableSchema) -> dict[str, str]:
+    """File statistics for every column Delta keeps statistics for, but DECIMALs.
+
+    Delta (delta-spark) refuses BOOLEAN and BINARY columns in the list: it has no
+    min/max statistics for them. Sail 0.7.2 answers reads of a DECIMAL column from the file's JSON statistics when
     they pin the value, parsed as a double: 11111.123456789012345 in DECIMAL(38,15)
     read back as 11111.123456789013, and a MERGE that rewrote the file stored that.
     Without statistics on DECIMAL columns the values are read from the data.
     """
-    cols = [c.name for c in schema.columns if c.type != DataType.DECIMAL]
+    cols = [c.name for c in schema.columns if c.type not in NO_STATS_TYPES]
     if not cols:
         return {NUM_INDEXED: "0"}
     return {STATS_COLUMNS: ",".join(quote_ident(c) for c in cols), NUM_INDEXED: "-1"}

@@ -1,7 +1,13 @@
 """Names that become path components or SQL identifiers.
 
-Schema and table names become directories `<warehouse>/<schema>/<table>`, so
-anything that could escape or alias a directory is refused before any work.
+Schema and table names become directories under the warehouse (spelled by
+warehouse.path_component), so anything that could escape or alias a directory is
+refused before any work: empty, `.`/`..`, path separators, control characters.
+Any other name works: mixed case, spaces, dots, dashes, non-ASCII, reserved words.
+
+Spark and Delta resolve column names case-insensitively, so two columns of one table
+that differ only in case are refused (their values would mix); likewise two tables of
+one schema (warehouse.Warehouse.case_twin).
 """
 from __future__ import annotations
 
@@ -9,7 +15,9 @@ import unicodedata
 
 from .errors import InvalidRequest, UnsafeName
 
-MAX_NAME_BYTES = 255  # common filesystem limit for one path component
+# Names are encoded into path components of bounded length (warehouse.py); this only
+# refuses absurd requests.
+MAX_NAME_CHARS = 1024
 
 
 def check_path_name(kind: str, name: str) -> str:
@@ -21,8 +29,8 @@ def check_path_name(kind: str, name: str) -> str:
         raise UnsafeName(f"{kind} name {_show(name)} contains a path separator")
     if any(unicodedata.category(ch) == "Cc" for ch in name):
         raise UnsafeName(f"{kind} name {_show(name)} contains a control character")
-    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
-        raise UnsafeName(f"{kind} name is longer than {MAX_NAME_BYTES} bytes")
+    if len(name) > MAX_NAME_CHARS:
+        raise UnsafeName(f"{kind} name is longer than {MAX_NAME_CHARS} characters")
     return name
 
 
@@ -32,6 +40,18 @@ def check_column_name(name: str) -> str:
     if any(unicodedata.category(ch) == "Cc" for ch in name):
         raise InvalidRequest(f"column name {_show(name)} contains a control character")
     return name
+
+
+def case_clash(names) -> tuple[str, str] | None:
+    """The first two names that are equal ignoring case, e.g. ('id', 'ID') (or ('id', 'id')
+    for an exact duplicate), or None."""
+    seen: dict[str, str] = {}
+    for n in names:
+        key = n.casefold()
+        if key in seen:
+            return seen[key], n
+        seen[key] = n
+    return None
 
 
 def quote_ident(name: str) -> str:

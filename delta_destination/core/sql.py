@@ -23,6 +23,37 @@ def properties_sql(props: dict[str, str]) -> str:
     return ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in props.items())
 
 
+def path_identifier(location: str) -> str:
+    """`delta.`/path`` — a path-based Delta table name in Spark SQL.
+
+    >>> path_identifier("/wh/s/t")
+    'delta.`/wh/s/t`'
+    """
+    return "delta." + q(location)
+
+
+def create_table_sql(ident: str, columns_sql: str, properties: dict[str, str], location: str | None = None) -> str:
+    """>>> create_table_sql("delta.`/wh/s/t`", "`id` INT", {"a": "1"})
+    "CREATE TABLE delta.`/wh/s/t` (`id` INT) USING delta TBLPROPERTIES ('a' = '1')"
+    >>> create_table_sql("t_1", "`id` INT", {}, location="/wh/s/t")
+    "CREATE TABLE t_1 (`id` INT) USING delta LOCATION '/wh/s/t'"
+    """
+    sql = f"CREATE TABLE {ident} ({columns_sql}) USING delta"
+    if location is not None:
+        sql += f" LOCATION {quote_string(location)}"
+    if properties:
+        sql += f" TBLPROPERTIES ({properties_sql(properties)})"
+    return sql
+
+
+def add_columns_sql(ident: str, columns: list[tuple[str, str]]) -> str:
+    """>>> add_columns_sql("delta.`/wh/s/t`", [("a b", "INT"), ("c", "STRING")])
+    'ALTER TABLE delta.`/wh/s/t` ADD COLUMNS (`a b` INT, `c` STRING)'
+    """
+    cols = ", ".join(f"{q(n)} {t}" for n, t in columns)
+    return f"ALTER TABLE {ident} ADD COLUMNS ({cols})"
+
+
 def column_defs(columns: Iterable[Column]) -> str:
     """>>> column_defs([Column("id", DataType.INT), Column("a b", DataType.STRING)])
     '`id` INT, `a b` STRING'
@@ -106,9 +137,10 @@ def insert_clause(table: TableSchema) -> str:
 
 
 def insert_sql(target: str, view: str, table: TableSchema, op: int = OP_UPSERT) -> str:
-    """The source's rows of one operation as a plain append (no stored key matches). Every
-    table column is given, in the table's order, so the insert is positional: Sail 0.7.2
-    cannot resolve a column list naming a column with a dot (`a.b`).
+    """The source's rows of one operation as a plain append (no stored key matches).
+    Positional: `table` must list the Delta table's columns in their order (the catalog's
+    describe does). Sail 0.7.2 resolves an INSERT column list case-sensitively against
+    lower-cased names and splits names at dots, so `Name` or `a.b` would fail there.
     >>> insert_sql("t1", "v", <id, a>)
     'INSERT INTO t1 SELECT s.c0, s.c1 FROM v AS s WHERE s.op = 0'
     """
@@ -225,3 +257,13 @@ def copy_column_sql(target: str, from_column: str, to_column: str) -> str:
     """
     f, t = q(from_column), q(to_column)
     return f"UPDATE {target} SET {t} = {f} WHERE NOT ({t} <=> {f})"
+
+
+def active_after_sql(target: str, start: str, active: str, ts_utc: str) -> str:
+    """How many active versions start after a UTC instant (history-mode column migrations
+    require none: the guide's max(_fivetran_start) <= operation_timestamp).
+    >>> active_after_sql("t1", "_fivetran_start", "_fivetran_active", "2005-05-28T20:57:00.000000Z")
+    "SELECT COUNT(*) AS n FROM t1 WHERE `_fivetran_active` = true AND `_fivetran_start` > CAST('2005-05-28T20:57:00.000000Z' AS TIMESTAMP)"
+    """
+    return (f"SELECT COUNT(*) AS n FROM {target} WHERE {q(active)} = true "
+            f"AND {q(start)} > CAST({quote_string(ts_utc)} AS TIMESTAMP)")

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from .errors import SchemaMismatch
 from .model import Column, DataType as FT
+from .notices import notice
 from .types import arrow_type, type_label
 
 _BOOL_VALUES = pa.array(["true", "false"])
@@ -303,7 +304,10 @@ def _all_match(arr: pa.Array, pattern: str) -> bool:
     return pc.all(pc.match_substring_regex(arr, pattern)).as_py() in (True, None)
 
 
-def _timestamp(arr: pa.Array, ftype: FT) -> pa.Array:
+_FINER_THAN_US = r"\.\d{6}\d*[1-9]"
+
+
+def _timestamp(arr: pa.Array, ftype: FT, column: str = "?") -> pa.Array:
     reason = _REASONS[ftype]
     if ftype == FT.UTC_DATETIME:
         target = pa.timestamp("us", tz="UTC")
@@ -317,8 +321,13 @@ def _timestamp(arr: pa.Array, ftype: FT) -> pa.Array:
     cast = [_cast_to(target, reason), _in_range(_MIN_US, _MAX_US, pa.int64(), reason)]
     if _all_match(arr, fast):  # the usual form: nothing to rewrite
         return _stages(arr, *cast)
-    # Spark timestamps are microseconds: digits past the 6th are truncated (not rounded).
-    return _stages(arr, _check(full, reason), *fix, _sub(r"(\.\d{6})\d+", r"\1"), *cast)
+    # Spark timestamps are microseconds: digits past the 6th are truncated (not rounded),
+    # and the customer is told (a Warning in Fivetran's answer).
+    out = _stages(arr, _check(full, reason), *fix, _sub(r"(\.\d{6})\d+", r"\1"), *cast)
+    if pc.any(pc.match_substring_regex(arr, _FINER_THAN_US)).as_py():
+        notice(f"column {column!r}: timestamps with digits finer than microseconds were truncated to "
+               f"microseconds (Delta/Spark timestamps have microsecond precision)")
+    return out
 
 
 def _time(arr: pa.Array) -> pa.Array:
@@ -341,7 +350,7 @@ def _convert_text(arr: pa.Array, col: Column) -> pa.Array:
     if t == FT.NAIVE_DATE:
         return _date(arr)
     if t in (FT.NAIVE_DATETIME, FT.UTC_DATETIME):
-        return _timestamp(arr, t)
+        return _timestamp(arr, t, col.name)
     if t == FT.NAIVE_TIME:
         return _time(arr)
     if t == FT.BINARY:

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from .. import logs
 from ..core.names import quote_string
-from ..core.sql import properties_sql
+from ..core.sql import add_columns_sql, create_table_sql, path_identifier
 from ..warehouse import Warehouse
 from .errors import run_engine
 
@@ -33,6 +33,8 @@ class Dialect:
     """What differs between engines. Methods take the Spark Connect session explicitly."""
 
     name = "?"
+    # Session settings this engine needs on every connection (also a remote one).
+    session_conf: dict[str, str] = {}
 
     # -- naming tables in SQL ---------------------------------------------------------------
     def table_name(self, spark, location: str) -> str:
@@ -110,9 +112,7 @@ class SailDialect(Dialect):
     def create_table(self, spark, location: str, columns_sql: str, properties: dict[str, str]) -> None:
         ident = _registered_name(location)
         spark.sql(f"DROP TABLE IF EXISTS {ident}").collect()  # a stale entry of a dropped table
-        sql = f"CREATE TABLE {ident} ({columns_sql}) USING delta LOCATION {quote_string(location)}"
-        if properties:
-            sql += f" TBLPROPERTIES ({properties_sql(properties)})"
+        sql = create_table_sql(ident, columns_sql, properties, location=location)
         run_engine("create table", lambda: spark.sql(sql).collect())
 
     def add_columns(self, spark, location: str, columns: list[tuple[str, str]]) -> None:
@@ -167,7 +167,51 @@ def _registered_name(location: str) -> str:
     return "fivetran_t_" + hashlib.sha1(location.encode("utf-8")).hexdigest()[:24]
 
 
-DIALECTS = {"sail": SailDialect}
+class SparkDialect(Dialect):
+    """Apache Spark + delta-spark (the local child JVM or any remote Spark Connect server).
+
+    - Tables are named by path (`delta.`/path``): no catalog registration to keep fresh.
+    - New tables get deletion vectors (MERGE/UPDATE/DELETE mark rows instead of rewriting
+      files) and column mapping by name (any UTF-8 column name; rename and drop column
+      are metadata-only). Such tables need readers with those features: Sail 0.7.2 and
+      delta-rs read them; see docs/engines.md for writing them with Sail.
+    - Standard SQL where Spark has it: ALTER TABLE ADD COLUMNS, SHOW TBLPROPERTIES.
+    - Big batches travel as Spark Connect cached relations (chunked artifacts), which the
+      server keeps in the engine's private scratch folder (spark_process.py).
+    """
+
+    name = "spark"
+    # Spark writes INT96 timestamps by default; other readers turn them into nanoseconds,
+    # which overflow for dates past 2262 (Fivetran's history end is 9999-12-31).
+    session_conf = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+
+    FEATURES = {
+        "delta.enableDeletionVectors": "true",
+        "delta.columnMapping.mode": "name",
+    }
+
+    def table_name(self, spark, location: str) -> str:
+        return path_identifier(location)
+
+    def create_table(self, spark, location: str, columns_sql: str, properties: dict[str, str]) -> None:
+        sql = create_table_sql(path_identifier(location), columns_sql, properties)
+        run_engine("create table", lambda: spark.sql(sql).collect())
+
+    def creation_properties(self) -> dict[str, str]:
+        return dict(self.FEATURES)
+
+    def add_columns(self, spark, location: str, columns: list[tuple[str, str]]) -> None:
+        sql = add_columns_sql(path_identifier(location), columns)
+        run_engine("add columns", lambda: spark.sql(sql).collect())
+
+    def property_values(self, spark, location: str, key: str) -> list[str]:
+        sql = f"SHOW TBLPROPERTIES {path_identifier(location)} ({quote_string(key)})"
+        rows = spark.sql(sql).collect()
+        # A missing key answers one row saying so, with the key column holding the key.
+        return [r[1] for r in rows if r[0] == key and not str(r[1]).startswith("Table ")]
+
+
+DIALECTS = {"sail": SailDialect, "spark": SparkDialect}
 
 
 def dialect_for(engine: str) -> Dialect:

@@ -18,17 +18,20 @@ _CONFLICT_MARKERS = ("failed to commit transaction", "concurrent", "conflict", "
 
 
 def error_class(exc: BaseException) -> str:
-    """Spark's error condition (e.g. DELTA_CONCURRENT_APPEND) or else the exception class."""
-    for attr in ("getCondition", "getErrorClass"):
+    """The exception class and Spark's error condition and SQLSTATE when the engine gives them,
+    e.g. 'AnalysisException [DELTA_CONCURRENT_APPEND, SQLSTATE 2D521]' (never the message:
+    it can quote values)."""
+    parts = []
+    for attr, label in (("getCondition", ""), ("getErrorClass", ""), ("getSqlState", "SQLSTATE ")):
         fn = getattr(exc, attr, None)
         if fn:
             try:
                 v = fn()
-                if v:
-                    return str(v)
-            except Exception:
-                pass
-    return type(exc).__name__
+            except Exception:  # noqa: BLE001
+                v = None
+            if v and f"{label}{v}" not in parts:
+                parts.append(f"{label}{v}")
+    return type(exc).__name__ + (f" [{', '.join(parts)}]" if parts else "")
 
 
 def is_commit_conflict(exc: BaseException) -> bool:

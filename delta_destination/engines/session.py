@@ -44,6 +44,7 @@ class Engines:
         self._lock = threading.Lock()
         self._sessions: dict[tuple[str, str], EngineSession] = {}
         self._embedded = None  # EmbeddedSail
+        self._local_spark = None  # LocalSparkServer
 
     def _url(self, settings: Settings) -> str:
         if settings.spark_remote:
@@ -55,7 +56,17 @@ class Engines:
 
                     self._embedded = EmbeddedSail()
                 return self._embedded.url
-        raise EngineUnavailable(f"no {settings.engine} engine is configured")
+        with self._lock:
+            if self._local_spark is not None and not self._local_spark.alive():
+                log.warning("the local Spark engine exited; starting a new one")
+                self._sessions.pop(("spark", self._local_spark.url), None)
+                self._local_spark.stop()
+                self._local_spark = None
+            if self._local_spark is None:
+                from .spark_process import LocalSparkServer
+
+                self._local_spark = LocalSparkServer()
+            return self._local_spark.url
 
     def get(self, settings: Settings) -> EngineSession:
         url = self._url(settings)
@@ -64,11 +75,15 @@ class Engines:
             session = self._sessions.get(key)
             if session is not None:
                 return session
-        session = EngineSession(_connect(url), dialect_for(settings.engine))
+        dialect = dialect_for(settings.engine)
+        session = EngineSession(_connect(url, dialect.session_conf), dialect)
         with self._lock:
             return self._sessions.setdefault(key, session)
 
     def healthy(self, settings: Settings) -> bool:
+        if settings.engine == "spark" and not settings.spark_remote:
+            if self._local_spark is None or not self._local_spark.alive():
+                return False
         try:
             self.get(settings).spark.sql("SELECT 1").collect()
             return True
@@ -80,26 +95,28 @@ class Engines:
             sessions = list(self._sessions.values())
             self._sessions.clear()
             embedded, self._embedded = self._embedded, None
+            local_spark, self._local_spark = self._local_spark, None
         for s in sessions:
             try:
                 s.spark.stop()
             except Exception:  # noqa: BLE001 - shutting down
                 pass
-        if embedded is not None:
-            try:
-                embedded.stop()
-            except Exception:  # noqa: BLE001 - shutting down
-                pass
+        for engine in (embedded, local_spark):
+            if engine is not None:
+                try:
+                    engine.stop()
+                except Exception:  # noqa: BLE001 - shutting down
+                    pass
 
 
-def _connect(url: str):
+def _connect(url: str, dialect_conf: dict[str, str]):
     from pyspark.sql.connect.session import SparkSession
 
     try:
         spark = SparkSession.builder.remote(url).create()
         # Before the first RPC: the default policy retries an unreachable engine for 10+ minutes.
         spark.client.set_retry_policies([_engine_retry_policy()])
-        for k, v in SESSION_CONF.items():
+        for k, v in {**SESSION_CONF, **dialect_conf}.items():
             spark.conf.set(k, v)
         spark.sql("SELECT 1").collect()
         return spark

@@ -10,7 +10,7 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from .. import logs
+from .. import lineage, logs
 from ..core.api import DeltaCore
 from ..engines.session import Engines
 from ..settings import ENGINES, Settings
@@ -58,6 +58,7 @@ def main(argv=None) -> int:
     settings = Settings.create(args.warehouse, args.engine, args.spark_remote)
     engines = Engines()
     core = DeltaCore(engines, door="fivetran")
+    lineage_events = lineage.attach(core)  # commit log lines with URIs; OpenLineage/Airflow when configured
     Warehouse(settings.warehouse).clean_leftovers()
 
     health_servicer = health.HealthServicer()
@@ -102,6 +103,7 @@ def main(argv=None) -> int:
     health_servicer.enter_graceful_shutdown()
     server.stop(GRACE_SECONDS).wait()
     engines.stop()
+    lineage_events.close(timeout=5.0)
     log.info("destination stopped")
     return 0
 

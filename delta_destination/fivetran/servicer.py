@@ -3,13 +3,14 @@ response. `rpc` is the ONE place where typed errors become gRPC statuses or Task
 from __future__ import annotations
 
 import functools
+import os
 import time
 
 import grpc
 
 from .. import logs
 from ..core.api import DeltaCore
-from ..core import errors as core_errors
+from ..core import errors as core_errors, notices
 from ..core.migrations import UNSUPPORTED
 from ..settings import Settings
 from ._proto import common_pb2, destination_sdk_pb2 as pb, destination_sdk_pb2_grpc
@@ -39,8 +40,42 @@ def grpc_status(exc: core_errors.DestinationError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
+def request_target(request) -> str:
+    """' of table <schema>.<table>' for requests that name one (metadata, never values), else ''."""
+    details = getattr(request, "details", None)
+    if details is not None and hasattr(details, "schema"):
+        schema, table = details.schema, details.table
+    else:
+        schema = getattr(request, "schema_name", "")
+        table = getattr(request, "table_name", "") or getattr(getattr(request, "table", None), "name", "")
+    if not (schema or table):
+        return ""
+    return f" of table {schema}.{table}"
+
+
+def raised_at(exc: BaseException) -> str:
+    """The innermost frame of this package that the exception passed: 'core/apply.py:185 (_apply)'."""
+    where = "?"
+    tb = exc.__traceback__
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+        if "/delta_destination/" in path:
+            where = f"{path.rsplit('/delta_destination/', 1)[1]}:{tb.tb_lineno} ({tb.tb_frame.f_code.co_name})"
+        tb = tb.tb_next
+    return where
+
+
+def with_warnings(response, notes: list[str]):
+    """A successful response becomes a Warning when the core left notices: the sync goes on
+    and the customer sees them (a response holds exactly one of success, warning, task)."""
+    if notes and "warning" in response.DESCRIPTOR.fields_by_name and response.WhichOneof("response") == "success":
+        response.warning.message = " | ".join(notes)[:4000]
+    return response
+
+
 def rpc(response_cls):
-    """Task for what the customer must fix, a gRPC status for every other typed error."""
+    """Task for what the customer must fix, a gRPC status for every other typed error, a
+    Warning for a success the customer should know more about."""
 
     def wrap(fn):
         name = fn.__name__
@@ -49,16 +84,23 @@ def rpc(response_cls):
         def inner(self, request, context):
             start = time.monotonic()
             try:
-                return fn(self, request, context)
+                with notices.collecting() as notes:
+                    response = fn(self, request, context)
+                return with_warnings(response, notes)
             except core_errors.CustomerActionRequired as exc:
-                log.warning(f"{name}: task for the customer: {exc.message}")
+                log.warning(f"{name}{request_target(request)}: task for the customer: {exc.message}")
                 return response_cls(task=common_pb2.Task(message=exc.message))
             except core_errors.DestinationError as exc:
-                log.error(f"{name} failed: {exc.message}")
-                context.abort(grpc_status(exc), exc.message)
+                log.error(f"{name}{request_target(request)} failed: {exc.message}")
+                message = exc.message
+                if isinstance(exc, core_errors.EngineError):  # an operator reads these: which request, which table
+                    message = f"{name}{request_target(request)} failed: {exc.message}"
+                context.abort(grpc_status(exc), message)
             except Exception as exc:  # noqa: BLE001 - last resort; never leak internals or values
-                log.error(f"{name} failed with an unexpected {type(exc).__name__}")
-                context.abort(grpc.StatusCode.INTERNAL, f"{name} failed: unexpected {type(exc).__name__}")
+                # The class and where it was raised (never its message: it may quote values).
+                what = f"{name}{request_target(request)} failed with an unexpected {type(exc).__name__} in {raised_at(exc)}"
+                log.error(what)
+                context.abort(grpc.StatusCode.INTERNAL, what)
             finally:
                 elapsed = time.monotonic() - start
                 if elapsed >= logs.SLOW_SECONDS:

@@ -46,6 +46,14 @@ __all__ = [
 ]
 
 
+# What each migration does to its table, in OpenLineage's lifecycle words (for listeners).
+LIFECYCLE = {
+    DropTable: "DROP", RenameTable: "RENAME", CopyTable: "CREATE", CopyTableToHistoryMode: "CREATE",
+    RenameColumn: "ALTER", CopyColumn: "ALTER", AddColumnWithDefaultValue: "ALTER", UpdateColumnValue: "ALTER",
+    AddColumnInHistoryMode: "ALTER", DropColumnInHistoryMode: "ALTER", TableSyncModeMigration: "OVERWRITE",
+}
+
+
 def _snake(name: str) -> str:
     return "".join("_" + ch.lower() if ch.isupper() else ch for ch in name).lstrip("_")
 
@@ -71,6 +79,16 @@ class Migrator:
             TableSyncModeMigration: s.table_sync_mode_migration,
         }
 
+    def _columns_after(self, settings: Settings, details: MigrationDetails) -> tuple:
+        """The table's columns once a migration committed, for listeners (lineage). Reporting
+        only: a table that moved away (rename, drop) or any failure gives no columns."""
+        try:
+            ref = self.catalog.locate(settings, details.schema, details.table)
+            table = self.catalog.describe(self.catalog.session(settings), ref)
+        except Exception:  # noqa: BLE001 - the migration has committed; never fail it now
+            return ()
+        return table.columns if table is not None else ()
+
     def migrate(self, settings: Settings, details: MigrationDetails) -> str:
         """Runs one migration; returns SUCCESS or UNSUPPORTED, raises typed errors."""
         handler = self._handlers.get(type(details.operation))
@@ -85,5 +103,8 @@ class Migrator:
         with self.catalog.events.operation(name, details.schema, details.table, location) as outcome:
             result, summary = handler(settings, details, details.operation)
             outcome.committed = result == SUCCESS
+            outcome.lifecycle = LIFECYCLE.get(type(details.operation)) if outcome.committed else None
+            if outcome.committed and location and self.catalog.events.listeners:
+                outcome.columns = self._columns_after(settings, details)
         log.info(f"Migrate {details.schema}.{details.table}: {summary} ({time.monotonic() - start:.2f}s)")
         return result

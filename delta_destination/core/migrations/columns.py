@@ -8,7 +8,8 @@ from ...settings import Settings
 from ..errors import SchemaMismatch
 from ..names import check_column_name, quote_ident
 from ..sql import copy_column_sql
-from ..types import same_storage, spark_type
+from ..notices import notice
+from ..types import same_storage, spark_type, type_label
 from .common import MigrationFamily, new_column, param_name, parse_value, read_table
 from .operations import SUCCESS, AddColumnWithDefaultValue, CopyColumn, MigrationDetails, RenameColumn, UpdateColumnValue
 
@@ -84,6 +85,9 @@ class ColumnMigrations(MigrationFamily):
                 # The guide: if the column exists, still set the default on all rows. The
                 # table's type wins over the request's.
                 value = parse_value(op.default_value, existing, what)
+                if not same_storage(existing, new):
+                    notice(f"{what} {ref.display}: column {new.name!r} already exists as {type_label(existing)}, "
+                           f"not {type_label(new)}; its type was kept and the default set in that type")
                 self.set_all_rows(eng, settings, ref, existing, value)
                 return SUCCESS, f"{what}: column {new.name!r} exists, default set on every row"
             value = parse_value(op.default_value, new, what)

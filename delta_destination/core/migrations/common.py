@@ -17,7 +17,7 @@ is silent or leaves a choice, the choice is written at the operation):
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 import pyarrow as pa
@@ -69,6 +69,12 @@ def parse_timestamp_us(text: str, what: str) -> int:
     if value is None:
         raise InvalidRequest(f"{what}: operation_timestamp is empty")
     return int(value)
+
+
+def utc_us_literal(us: int) -> str:
+    """Microseconds since the epoch as a UTC timestamp text, e.g. '2005-05-28T20:57:00.000000Z'."""
+    t = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=us)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def ts_array(us: int) -> pa.Array:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ...engines.dialect import EngineSession
+from ...engines.errors import run_engine
 from ...settings import Settings
 from ..catalog import TableRef
 from ..errors import InvalidRequest, SchemaMismatch
 from ..history import MAX_END_US, ONE_MS
 from ..model import ACTIVE, END, START, Column, TableSchema
 from ..names import quote_ident
+from ..sql import active_after_sql
 from ..types import arrow_type, same_storage, spark_type
-from .common import HISTORY_COLUMNS, MigrationFamily, history_keys_for, new_column, parse_timestamp_us, parse_value, ts_array
+from .common import (HISTORY_COLUMNS, MigrationFamily, history_keys_for, new_column, parse_timestamp_us, parse_value,
+                     ts_array, utc_us_literal)
 from .operations import SUCCESS, AddColumnInHistoryMode, DropColumnInHistoryMode, MigrationDetails
 
 
@@ -26,6 +29,7 @@ class HistoryColumnMigrations(MigrationFamily):
         with self.catalog.locked(ref):
             cur = self.catalog.require(eng, ref)
             keys = history_keys_for(cur, ref, what)
+            self.refuse_versions_after(eng, ref, ts, what)
             existing = cur.get(new.name)
             if existing is None:
                 # A new column: schema and versions in ONE overwrite commit, so a crash leaves the
@@ -39,6 +43,16 @@ class HistoryColumnMigrations(MigrationFamily):
             value = parse_value(op.default_value, existing, what)
             self.history_versions(eng, settings, ref, cur, keys, existing, value, ts, adding=True)
         return SUCCESS, f"{what}: column {new.name!r} exists; active versions recorded"
+
+    def refuse_versions_after(self, eng: EngineSession, ref: TableRef, ts: int, what: str) -> None:
+        """The guide requires max(_fivetran_start) of the active versions <= operation_timestamp
+        (an empty table passes): a later active version would be history out of order."""
+        sql = active_after_sql(self.catalog.sql_name(eng, ref), START, ACTIVE, utc_us_literal(ts))
+        n = run_engine(f"check the versions of {ref.display}", lambda: eng.spark.sql(sql).collect())[0][0]
+        if n:
+            raise InvalidRequest(
+                f"{what} {ref.display}: {n} active version(s) start after the operation timestamp; the "
+                f"guide requires max(_fivetran_start) of active rows <= operation_timestamp. The table is unchanged")
 
     def history_add_rewrite(self, eng: EngineSession, settings: Settings, ref: TableRef, cur: TableSchema, table: TableSchema,
                             keys: list[str], new: Column, value: pa.Array, ts: int) -> None:
@@ -93,6 +107,7 @@ class HistoryColumnMigrations(MigrationFamily):
                 return SUCCESS, f"{what}: column {op.column!r} does not exist, nothing to do"
             if col.name in keys or col.name in HISTORY_COLUMNS:
                 raise InvalidRequest(f"{what}: column {op.column!r} is a key or history column")
+            self.refuse_versions_after(eng, ref, ts, what)
             # In history mode the column stays in the schema; the new versions hold NULL.
             self.history_versions(eng, settings, ref, cur, keys, col, pa.nulls(1, arrow_type(col)), ts, adding=False)
         return SUCCESS, f"{what}: column {op.column!r} kept, new versions without its value"
@@ -105,8 +120,8 @@ class HistoryColumnMigrations(MigrationFamily):
           active until the maximum timestamp, gets the value (_fivetran_synced is kept);
         - versions starting exactly at ts get the value in place, so several migrations with
           the same operation_timestamp (or a replay) record history once;
-        - an active version starting after ts (against the guide's precondition) gets the value
-          in place when it has none yet (for an added column) / always (for a dropped one).
+        - an active version starting after ts is refused before (refuse_versions_after); the
+          in-place branch for it only matters for a table changed between that check and here.
         Historical versions are never touched; for an added column they keep NULL."""
         ident = self.catalog.sql_name(eng, ref)
         names = table.column_names

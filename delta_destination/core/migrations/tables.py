@@ -72,6 +72,8 @@ class TableMigrations(MigrationFamily):
                 return SUCCESS, f"rename_table: {src.display} is already renamed to {dst.table} (replay)"
             if not src_exists:
                 raise TableNotFound(f"rename_table: table {src.display} does not exist")
+            if src.table.casefold() != dst.table.casefold():  # a rename of case alone is fine
+                self.catalog.check_new_name(settings, dst)
             self._clear_way(dst)
             self.fs("rename_table", lambda: os.rename(src.location, dst.location))
             self.forget(eng, src)
@@ -112,6 +114,7 @@ class TableMigrations(MigrationFamily):
                 raise TableAlreadyExists(f"{what}: table {dst.display} already exists")
             if source is None:
                 raise TableNotFound(f"{what}: table {src.display} does not exist")
+            self.catalog.check_new_name(settings, dst)
             if kind == "copy":
                 target = TableSchema(dst.table, source.columns)
                 make_df = lambda: read_table(eng, src.location)  # noqa: E731

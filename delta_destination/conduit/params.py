@@ -1,0 +1,116 @@
+"""The connector's settings: one table drives both the Specification Conduit shows and the
+validation Configure does (Conduit itself does not validate settings against the spec).
+
+Settings are a flat string map with dotted keys, as in Conduit's pipeline YAML.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from ..core.names import check_column_name, check_path_name
+from ..core.errors import InvalidRequest
+from ..settings import ENGINES, Settings
+from .errors import InvalidConfig
+
+STRING, INT, BOOL, DURATION = "string", "int", "bool", "duration"
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+    default: str
+    description: str
+    required: bool = False
+    choices: tuple[str, ...] = ()
+    min_value: Optional[int] = None       # for INT: value must be > min_value - 1
+
+
+PARAMS: tuple[Param, ...] = (
+    Param("warehouse", STRING, "", "Root of the Delta tables: a directory or a storage URL as the engine sees it. "
+          "Each table lives at <warehouse>/<schema>/<table>.", required=True),
+    Param("engine", STRING, "", "sail (embedded Sail, or a remote Sail with spark.remote) or spark (Apache Spark + "
+          "Delta). Empty: sail, or spark when spark.remote is set.", choices=("",) + ENGINES),
+    Param("spark.remote", STRING, "", "Spark Connect URL (sc://host:15002) of the engine; empty = the embedded engine."),
+    Param("schema", STRING, "conduit", "Schema (directory under the warehouse) that holds the tables."),
+    Param("table", STRING, "", "Fixed table name for every record. Empty: the record's opencdc.collection metadata "
+          "names the table (a record without it is nacked)."),
+    Param("key.column", STRING, "key", "Column that holds a record key that is not a structure (raw bytes, text, "
+          "a JSON scalar): such keys are stored as text in this column."),
+    Param("key.fields", STRING, "", "Comma-separated payload fields that form the key, used instead of the record "
+          "key (for sources whose records carry no key). Deletes then take them from payload.before."),
+    Param("sdk.batch.size", INT, "1000", "Records per Delta commit (0 = no size limit). A batch is written when it "
+          "is full, when sdk.batch.delay has passed since its first record, or when Conduit stops the connector.",
+          min_value=0),
+    Param("sdk.batch.delay", DURATION, "1s", "Longest time a record waits in a batch (Go duration, e.g. 500ms, 2s; "
+          "0 = no time limit). With size and delay both 0 every record is its own commit."),
+)
+BY_NAME = {p.name: p for p in PARAMS}
+
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """A Go duration string (`1h2m3.5s`, `500ms`, `0`) in seconds."""
+    s = text.strip()
+    if s in ("0", ""):
+        return 0.0
+    pos, total = 0, 0.0
+    for m in _DURATION_RE.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or pos == 0:
+        raise ValueError(f"not a duration: {text!r}")
+    return total
+
+
+@dataclass(frozen=True)
+class ConnectorConfig:
+    settings: Settings
+    schema: str
+    table: Optional[str]                  # None: from opencdc.collection
+    key_column: str
+    key_fields: tuple[str, ...]
+    batch_size: int                       # 0 = unlimited
+    batch_delay: float                    # seconds, 0 = none
+
+
+def parse_config(raw: Mapping[str, str]) -> ConnectorConfig:
+    """Validated settings, or InvalidConfig naming the setting (never echoing secrets)."""
+    unknown = sorted(k for k in raw if k not in BY_NAME and not k.startswith("sdk."))
+    if unknown:
+        raise InvalidConfig(f"unknown setting(s): {', '.join(unknown)} (known: {', '.join(BY_NAME)})")
+    values: dict[str, str] = {}
+    for p in PARAMS:
+        v = (raw.get(p.name) or "").strip()
+        if not v:
+            if p.required:
+                raise InvalidConfig(f"setting {p.name!r} is required")
+            v = p.default
+        if p.choices and v not in p.choices:
+            raise InvalidConfig(f"setting {p.name!r} must be one of {', '.join(c for c in p.choices if c)}")
+        values[p.name] = v
+    try:
+        size = int(values["sdk.batch.size"])
+    except ValueError:
+        raise InvalidConfig("setting 'sdk.batch.size' must be an integer") from None
+    if size < 0:
+        raise InvalidConfig("setting 'sdk.batch.size' must be >= 0")
+    try:
+        delay = parse_duration(values["sdk.batch.delay"])
+    except ValueError:
+        raise InvalidConfig("setting 'sdk.batch.delay' must be a duration like 500ms or 2s") from None
+    try:
+        settings = Settings.create(values["warehouse"], values["engine"] or None, values["spark.remote"] or None)
+        schema = check_path_name("schema", values["schema"])
+        table = check_path_name("table", values["table"]) if values["table"] else None
+        key_column = check_column_name(values["key.column"])
+        key_fields = tuple(check_column_name(f.strip()) for f in values["key.fields"].split(",") if f.strip())
+    except InvalidRequest as exc:
+        raise InvalidConfig(f"invalid setting: {exc.message}") from None
+    return ConnectorConfig(settings, schema, table, key_column, key_fields, size, delay)

@@ -1,0 +1,224 @@
+"""The gRPC services Conduit calls: Specifier, Destination (protocol v2) and go-plugin's
+controller. Handlers are short; `rpc` is the ONE place where typed errors become gRPC statuses,
+and `nack_message` the one place where they become nack text."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import queue
+import threading
+import time
+from typing import Callable, Optional
+
+import grpc
+
+from .. import logs
+from ..core import errors as core_errors
+from ._proto import destination_pb2 as dpb, destination_pb2_grpc, grpc_controller_pb2, grpc_controller_pb2_grpc
+from ._proto import specifier_pb2_grpc
+from .errors import InvalidConfig
+from .opencdc import decode
+from .params import ConnectorConfig, parse_config
+from .pipeline import Ack, Pipeline
+from .spec import specification
+
+log = logs.get(__name__)
+
+STOP_WAIT_FOR_RECORD = 60.0     # as the Go SDK: Stop waits up to a minute for the last record ...
+STOP_WAIT_FOR_FLUSH = 300.0     # ... and then for its commit (engine retries included)
+PROGRESS_ENV = "CONDUIT_DELTA_PROGRESS_FILE"   # optional: a file that holds the count of acked records
+
+_STATUS = (
+    (core_errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
+    (core_errors.TableNotFound, grpc.StatusCode.NOT_FOUND),
+    (core_errors.UnsupportedOperation, grpc.StatusCode.UNIMPLEMENTED),
+    (core_errors.EngineUnavailable, grpc.StatusCode.UNAVAILABLE),
+    (core_errors.CustomerActionRequired, grpc.StatusCode.FAILED_PRECONDITION),
+    (core_errors.DestinationError, grpc.StatusCode.INTERNAL),
+)
+
+
+def grpc_status(exc: core_errors.DestinationError) -> grpc.StatusCode:
+    for cls, code in _STATUS:
+        if isinstance(exc, cls):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def nack_message(exc: BaseException) -> str:
+    if isinstance(exc, core_errors.DestinationError):
+        return exc.message
+    return f"unexpected {type(exc).__name__}; nothing of this record was written"
+
+
+def rpc(fn):
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def inner(self, request, context):
+        try:
+            return fn(self, request, context)
+        except core_errors.DestinationError as exc:
+            log.error(f"{name} failed: {exc.message}")
+            context.abort(grpc_status(exc), exc.message)
+        except Exception as exc:  # noqa: BLE001 - never leak internals or values
+            log.error(f"{name} failed with an unexpected {type(exc).__name__}")
+            context.abort(grpc.StatusCode.INTERNAL, f"{name} failed: unexpected {type(exc).__name__}")
+
+    return inner
+
+
+class SpecifierServicer(specifier_pb2_grpc.SpecifierPluginServicer):
+    def Specify(self, request, context):
+        from ._proto import specifier_pb2
+
+        return specifier_pb2.Specifier.Specify.Response(specification=specification())
+
+
+class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
+    """One connector instance per process (Conduit starts a process per connector run)."""
+
+    def __init__(self, env: dict, core_factory: Callable):
+        self.env = env
+        self.core_factory = core_factory      # settings -> (DeltaCore, engines); imports the engine lazily
+        self.cfg: Optional[ConnectorConfig] = None
+        self.core = None
+        self.pipeline: Optional[Pipeline] = None
+        self.schemas = None
+        self._lock = threading.Lock()
+
+    @rpc
+    def Configure(self, request, context):
+        self.cfg = parse_config(dict(request.config))
+        log.info(f"configured: schema {self.cfg.schema}, engine {self.cfg.settings.engine_label}, "
+                 f"batch size {self.cfg.batch_size}, delay {self.cfg.batch_delay}s")
+        return dpb.Destination.Configure.Response()
+
+    @rpc
+    def Open(self, request, context):
+        if self.cfg is None:
+            raise InvalidConfig("Open before Configure")
+        from .schemas import SchemaService, TARGET_ENV, TOKEN_ENV
+        from .tables import BatchWriter
+
+        self.core = self.core_factory(self.cfg.settings)
+        target = self.env.get(TARGET_ENV)
+        self.schemas = SchemaService(target, self.env.get(TOKEN_ENV, "")) if target else None
+        writer = BatchWriter(self.core, self.cfg)
+        cfg, schemas = self.cfg, self.schemas
+
+        def process(records) -> list[Ack]:
+            decoded, errors = [], []
+            for n, rec in enumerate(records):
+                try:
+                    decoded.append(decode(rec, cfg, schemas, f"record {n + 1} of the batch ({_op_name(rec)})"))
+                    errors.append(None)
+                except Exception as exc:  # noqa: BLE001 - the record is nacked with the reason
+                    decoded.append(None)
+                    errors.append(exc)
+            ok = [d for d in decoded if d is not None]
+            written = iter(writer.write(ok)) if ok else iter(())
+            acks = []
+            for rec, d, err in zip(records, decoded, errors):
+                if d is not None:
+                    err = next(written)
+                acks.append(Ack(bytes(rec.position), nack_message(err) if err is not None else ""))
+            bad = sum(1 for a in acks if a.error)
+            if bad:
+                log.error(f"batch of {len(acks)} records: {bad} nacked (first: {next(a.error for a in acks if a.error)})")
+            return acks
+
+        self.pipeline = Pipeline(process, cfg.batch_size, cfg.batch_delay, on_acked=_progress_writer(self.env))
+        log.info("opened")
+        return dpb.Destination.Open.Response()
+
+    def Run(self, request_iterator, context):
+        pipeline = self.pipeline
+        if pipeline is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "Run before Open")
+        ended = threading.Event()
+
+        def read():
+            try:
+                for req in request_iterator:
+                    pipeline.receive(list(req.records))
+            except Exception as exc:  # noqa: BLE001 - the stream was cancelled
+                log.debug(f"Run stream closed ({type(exc).__name__})")
+            finally:
+                ended.set()
+
+        threading.Thread(target=read, name="conduit-run-reader", daemon=True).start()
+        while True:
+            try:
+                acks = pipeline.acks.get(timeout=0.2)
+            except queue.Empty:
+                # idle() before empty(): a batch's acks are queued before it counts as done
+                if not context.is_active() or (ended.is_set() and pipeline.idle() and pipeline.acks.empty()):
+                    return
+                continue
+            if acks is None:
+                return
+            yield dpb.Destination.Run.Response(
+                acks=[dpb.Destination.Run.Response.Ack(position=a.position, error=a.error) for a in acks])
+
+    @rpc
+    def Stop(self, request, context):
+        if self.pipeline is None:
+            return dpb.Destination.Stop.Response()
+        last = bytes(request.last_position)
+        start = time.monotonic()
+        if not self.pipeline.flush_through(last, STOP_WAIT_FOR_RECORD, STOP_WAIT_FOR_FLUSH):
+            raise core_errors.EngineError("Stop: the last record did not arrive or could not be written in time")
+        log.info(f"stopped: everything up to the last position is written and acked ({time.monotonic() - start:.1f}s)")
+        return dpb.Destination.Stop.Response()
+
+    @rpc
+    def Teardown(self, request, context):
+        if self.pipeline is not None:
+            dropped = self.pipeline.close()
+            if dropped:
+                log.warning(f"teardown: {dropped} records were never written nor acked; Conduit sends them again")
+        if self.schemas is not None:
+            self.schemas.close()
+        log.info("torn down")
+        return dpb.Destination.Teardown.Response()
+
+    # Tables hold the customer's data: creating or deleting a connector never drops them.
+    def LifecycleOnCreated(self, request, context):
+        return dpb.Destination.Lifecycle.OnCreated.Response()
+
+    def LifecycleOnUpdated(self, request, context):
+        return dpb.Destination.Lifecycle.OnUpdated.Response()
+
+    def LifecycleOnDeleted(self, request, context):
+        return dpb.Destination.Lifecycle.OnDeleted.Response()
+
+
+def _op_name(rec) -> str:
+    return {1: "create", 2: "update", 3: "delete", 4: "snapshot"}.get(int(rec.operation), "unknown operation")
+
+
+def _progress_writer(env: dict):
+    path = env.get(PROGRESS_ENV)
+    if not path:
+        return None
+
+    def write(count: int) -> None:
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"acked": count}, f)
+        os.replace(tmp, path)
+
+    return write
+
+
+class ControllerServicer(grpc_controller_pb2_grpc.GRPCControllerServicer):
+    """go-plugin's Kill(): Shutdown, then SIGKILL after 2 s. We exit at once."""
+
+    def __init__(self, on_shutdown: Callable[[], None]):
+        self.on_shutdown = on_shutdown
+
+    def Shutdown(self, request, context):
+        self.on_shutdown()
+        return grpc_controller_pb2.Empty()

@@ -1,0 +1,279 @@
+"""The local Apache Spark engine: Spark's Connect server as a child JVM of this process.
+
+Why a child process and not a cluster: a destination on one machine should work with
+nothing but Java installed. The JVM runs Delta Lake from the jars `make install` fetched
+with Maven (no network and no Ivy resolution at run time).
+
+Guarantees, each tested in tests/test_spark_process.py:
+- The JVM listens on loopback only, on a free port.
+- It dies with this process, also on kill -9 of this process: the kernel sends it
+  SIGKILL when the thread that started it ends (PR_SET_PDEATHSIG); that thread lives
+  exactly as long as the JVM (it waits on it), so a request thread that started the
+  engine can end without taking the engine with it.
+- Its scratch space (Spark local dirs, java.io.tmpdir, uploaded batches, shuffle and
+  spill files, which hold plaintext rows) is one directory private to it (0700) under
+  `scratch_root()`, removed when it stops; directories of engines whose owner died are
+  removed when the next engine starts.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .. import logs
+from ..core.errors import EngineUnavailable
+
+log = logs.get(__name__)
+
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_JARS_DIR = PROJECT_ROOT / ".spark-jars"
+SCRATCH_PREFIX = "spark-"
+PR_SET_PDEATHSIG = 1
+
+
+def scratch_root() -> Path:
+    """Where private engine directories live (one per running engine)."""
+    return Path(os.environ.get("DELTA_DESTINATION_SCRATCH", Path(tempfile.gettempdir()) / f"delta-destination-{os.getuid()}"))
+
+
+def jars_dir() -> Path:
+    return Path(os.environ.get("DELTA_DESTINATION_SPARK_JARS", DEFAULT_JARS_DIR))
+
+
+def spark_home() -> Path:
+    """The full pyspark package is a Spark distribution (bin/spark-submit, jars/)."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class SparkProcessOptions:
+    """How the local engine is sized. Environment overrides exist for operators."""
+
+    driver_memory: str = field(default_factory=lambda: os.environ.get("DELTA_DESTINATION_SPARK_DRIVER_MEMORY", "2g"))
+    cores: int = field(default_factory=lambda: int(os.environ.get("DELTA_DESTINATION_SPARK_CORES", os.cpu_count() or 2)))
+    startup_timeout: float = 180.0
+    extra_conf: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def shuffle_partitions(self) -> int:
+        # Spark's default of 200 means 200 tiny tasks per shuffle on a small machine;
+        # adaptive execution coalesces further when partitions are small.
+        return max(4, 4 * self.cores)
+
+
+def delta_jars(directory: Optional[Path] = None) -> list[Path]:
+    directory = directory or jars_dir()
+    jars = sorted(directory.glob("*.jar")) if directory.is_dir() else []
+    if not any(j.name.startswith("delta-spark") for j in jars):
+        raise EngineUnavailable(
+            f"the Delta Lake jars are missing from {directory}: run `make install` (it fetches them with Maven), "
+            "or set DELTA_DESTINATION_SPARK_JARS to a folder holding delta-spark and delta-storage"
+        )
+    return jars
+
+
+def server_conf(port: int, private_dir: Path, options: SparkProcessOptions) -> dict[str, str]:
+    """Spark configuration of the local engine (pure; the tests read it)."""
+    conf = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        # Batches up to the SDK's 128 MiB arrive in one message.
+        "spark.connect.grpc.maxInboundMessageSize": str(256 * 1024 * 1024),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.ansi.enabled": "true",
+        # INT96 (Spark's default) overflows other readers' nanoseconds for dates past 2262.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.sql.shuffle.partitions": str(options.shuffle_partitions),
+        "spark.default.parallelism": str(options.shuffle_partitions),
+        "spark.local.dir": str(private_dir / "local"),
+        "spark.sql.warehouse.dir": str(private_dir / "spark-warehouse"),
+        "spark.ui.enabled": "false",
+        "spark.log.level": "WARN",
+        # Plaintext never goes to an event log or a UI.
+        "spark.eventLog.enabled": "false",
+        # No auto compaction: it adds an OPTIMIZE commit after a write, and one request must
+        # be one commit. Compaction is table upkeep's job (core/upkeep.py).
+        "spark.databricks.delta.autoCompact.enabled": "false",
+    }
+    conf.update(dict(options.extra_conf))
+    return conf
+
+
+def server_command(port: int, private_dir: Path, options: SparkProcessOptions, jars: list[Path]) -> list[str]:
+    tmp = private_dir / "tmp"
+    cmd = [
+        str(spark_home() / "bin" / "spark-submit"),
+        "--class", CONNECT_SERVER_CLASS,
+        "--master", f"local[{options.cores}]",
+        "--driver-memory", options.driver_memory,
+        "--driver-java-options", f"-Djava.io.tmpdir={tmp} -Dderby.system.home={tmp}",
+        "--jars", ",".join(str(j) for j in jars),
+        "--name", "delta-destination-engine",
+    ]
+    for k, v in server_conf(port, private_dir, options).items():
+        cmd += ["--conf", f"{k}={v}"]
+    # spark-submit needs a primary resource; the connect server class lives in pyspark's jars.
+    connect_jar = next(iter(sorted((spark_home() / "jars").glob("spark-connect_*.jar"))), None)
+    if connect_jar is None:
+        raise EngineUnavailable("pyspark has no spark-connect jar: install the full pyspark package")
+    cmd.append(str(connect_jar))
+    return cmd
+
+
+def free_loopback_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    os.setpgrp()  # its own process group: a terminal's Ctrl-C reaches us, we stop it in order
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def clean_stale_scratch(root: Path) -> int:
+    """Remove scratch directories of engines whose owning process is gone."""
+    removed = 0
+    if not root.is_dir():
+        return 0
+    for d in root.iterdir():
+        if not d.name.startswith(SCRATCH_PREFIX):
+            continue
+        try:
+            owner = int(d.name[len(SCRATCH_PREFIX):].split("-")[0])
+        except ValueError:
+            continue
+        if owner != os.getpid() and not _pid_alive(owner):
+            shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def make_private_dir(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(root, 0o700)
+    d = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=root))
+    os.chmod(d, 0o700)
+    for sub in ("local", "tmp", "spark-warehouse"):
+        (d / sub).mkdir(mode=0o700)
+    return d
+
+
+class LocalSparkServer:
+    """Starts the JVM, waits until it accepts connections, stops it and cleans up."""
+
+    def __init__(self, options: Optional[SparkProcessOptions] = None):
+        self.options = options or SparkProcessOptions()
+        started = time.monotonic()
+        root = scratch_root()
+        stale = clean_stale_scratch(root)
+        if stale:
+            log.info(f"removed {stale} scratch folder(s) left by engines of earlier processes")
+        self.private_dir = make_private_dir(root)
+        self.port = free_loopback_port()
+        self.url = f"sc://127.0.0.1:{self.port}"
+        self._proc: Optional[subprocess.Popen] = None
+        try:
+            cmd = server_command(self.port, self.private_dir, self.options, delta_jars())
+            self._spawn(cmd)
+            self._wait_listening()
+        except BaseException:
+            self.stop()
+            raise
+        log.info(f"local Apache Spark engine started in {time.monotonic() - started:.1f}s "
+                 f"(driver memory {self.options.driver_memory}, {self.options.cores} cores, pid {self.pid})")
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._proc.pid if self._proc else None
+
+    def _spawn(self, cmd: list[str]) -> None:
+        env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_DIRS": str(self.private_dir / "local"),
+               "SPARK_LOG_DIR": str(self.private_dir / "tmp"), "SPARK_CONF_DIR": str(self.private_dir / "tmp")}
+        env.pop("SPARK_CONNECT_MODE_ENABLED", None)  # the server is classic Spark
+        env.pop("PYSPARK_SUBMIT_ARGS", None)
+        spawned = threading.Event()
+        failure: list[BaseException] = []
+
+        def own_the_jvm():
+            # This thread forks the JVM and lives exactly as long as it (see module docstring).
+            try:
+                # The JVM's output stays in its private folder: engine messages can quote values.
+                with open(self.private_dir / "engine.log", "ab") as out:
+                    self._proc = subprocess.Popen(
+                        cmd, cwd=self.private_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                        stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                    )
+            except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
+                failure.append(exc)
+                return
+            finally:
+                spawned.set()
+            self._proc.wait()
+
+        threading.Thread(target=own_the_jvm, name="spark-engine", daemon=True).start()
+        spawned.wait()
+        if failure:
+            raise EngineUnavailable(f"cannot start the local Spark engine ({type(failure[0]).__name__}); is Java installed?") from failure[0]
+
+    def _wait_listening(self) -> None:
+        deadline = time.monotonic() + self.options.startup_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise EngineUnavailable(f"the local Spark engine exited during start-up (code {self._proc.returncode}): "
+                                        + self._startup_failure())
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise EngineUnavailable(f"the local Spark engine did not listen within {self.options.startup_timeout:.0f}s")
+
+    def _startup_failure(self) -> str:
+        """The exception lines of the engine's start-up log (no data flowed yet)."""
+        try:
+            lines = (self.private_dir / "engine.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return "no engine log"
+        wanted = [ln.strip() for ln in lines if "Exception" in ln or "Error" in ln][:3]
+        return "; ".join(wanted)[:600] or "see the engine log"
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(self.private_dir, ignore_errors=True)

@@ -1,0 +1,17 @@
+"""Entry point of the binary Fivetran builds (`pyinstaller --onefile main.py` -> `dist/main --port N`).
+
+Fivetran's pipeline for Python destinations runs `./build.sh`, installs requirements.txt,
+then PyInstaller on this file, with no configuration of ours. PyInstaller finds modules
+by following imports; the data files it cannot find that way are restored first
+(delta_destination/frozen).
+"""
+import sys
+
+from delta_destination import frozen
+
+frozen.prepare()
+
+from delta_destination.fivetran.main import main  # noqa: E402 - after frozen.prepare()
+
+if __name__ == "__main__":
+    sys.exit(main())

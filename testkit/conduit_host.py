@@ -1,0 +1,185 @@
+"""Plays Conduit's side of a standalone connector, without Go: starts the plugin the way
+go-plugin does (clean environment + magic cookie + offered versions + CONDUIT_* variables),
+reads the handshake line, and drives the plugin over gRPC. Also a schema service, as
+Conduit serves to its plugins, for Avro payloads."""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+from typing import Optional
+
+import grpc
+
+from delta_destination.conduit._proto import (connutils_schema_pb2, connutils_schema_pb2_grpc, destination_pb2,
+                                              destination_pb2_grpc, grpc_controller_pb2, grpc_controller_pb2_grpc,
+                                              opencdc_pb2, schema_pb2, specifier_pb2, specifier_pb2_grpc)
+from delta_destination.conduit.handshake import COOKIE_KEY, COOKIE_VALUE, parse
+
+ROOT = Path(__file__).resolve().parents[1]
+D = destination_pb2.Destination
+TOKEN = "test-token-123"
+
+
+def record(position, op: int, key=None, after=None, before=None, metadata=None) -> opencdc_pb2.Record:
+    """An OpenCDC record; key/after/before: dict -> structured, bytes -> raw data."""
+    r = opencdc_pb2.Record(position=str(position).encode() if not isinstance(position, bytes) else position,
+                           operation=op, metadata=metadata or {})
+    for target, value in ((r.key, key), (r.payload.after, after), (r.payload.before, before)):
+        if value is None:
+            continue
+        if isinstance(value, bytes):
+            target.raw_data = value
+        else:
+            target.structured_data.update(value)
+    return r
+
+
+CREATE, UPDATE, DELETE, SNAPSHOT = 1, 2, 3, 4
+
+
+class SchemaRegistry(connutils_schema_pb2_grpc.SchemaServiceServicer):
+    """Conduit's schema service: GetSchema with the connector token, on loopback."""
+
+    def __init__(self):
+        self.schemas: dict[tuple[str, int], bytes] = {}
+        self.calls = 0
+        self.server = grpc.server(futures.ThreadPoolExecutor(4))
+        connutils_schema_pb2_grpc.add_SchemaServiceServicer_to_server(self, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def add(self, subject: str, version: int, schema: dict) -> None:
+        self.schemas[(subject, version)] = json.dumps(schema).encode()
+
+    def GetSchema(self, request, context):
+        self.calls += 1
+        if dict(context.invocation_metadata()).get("conduit-connector-token") != TOKEN:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing token")
+        data = self.schemas.get((request.subject, request.version))
+        if data is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, "no such schema")
+        return connutils_schema_pb2.GetSchemaResponse(schema=schema_pb2.Schema(
+            subject=request.subject, version=request.version, type=schema_pb2.Schema.TYPE_AVRO, bytes=data))
+
+    def stop(self):
+        self.server.stop(0)
+
+
+class PluginProcess:
+    def __init__(self, log_path: Path, schema_port: Optional[int] = None, extra_env=None, versions="1,2"):
+        env = {"PATH": os.environ.get("PATH", ""), COOKIE_KEY: COOKIE_VALUE, "PLUGIN_PROTOCOL_VERSIONS": versions,
+               "PLUGIN_MIN_PORT": "10000", "PLUGIN_MAX_PORT": "25000",
+               "CONDUIT_CONNECTOR_TOKEN": TOKEN, "CONDUIT_CONNECTOR_ID": "test:dst",
+               "CONDUIT_CONNECTOR_LOG_LEVEL": "debug", "CONDUIT_CONNECTOR_MAX_RECEIVE_RECORD_SIZE": "4194304",
+               "SPARK_CONNECT_MODE_ENABLED": "1"}
+        if schema_port:
+            env["CONDUIT_CONNECTOR_UTILITIES_GRPC_TARGET"] = f"[::]:{schema_port}"
+        env.update(extra_env or {})
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-m", "delta_destination.conduit.main"], cwd=ROOT,
+                                     stdout=subprocess.PIPE, stderr=self._log, env=env)
+        self.first_line = self.proc.stdout.readline().decode()
+        self.handshake_seconds = time.monotonic() - self.started
+        self.handshake = parse(self.first_line)
+        self.channel = grpc.insecure_channel(self.handshake.address)
+        grpc.channel_ready_future(self.channel).result(timeout=10)
+        self.specifier = specifier_pb2_grpc.SpecifierPluginStub(self.channel)
+        self.destination = destination_pb2_grpc.DestinationPluginStub(self.channel)
+        self.controller = grpc_controller_pb2_grpc.GRPCControllerStub(self.channel)
+
+    def specify(self):
+        return self.specifier.Specify(specifier_pb2.Specifier.Specify.Request(), timeout=10).specification
+
+    def configure(self, config: dict):
+        return self.destination.Configure(D.Configure.Request(config=config), timeout=30)
+
+    def open(self, config: dict):
+        self.configure(config)
+        self.destination.LifecycleOnCreated(D.Lifecycle.OnCreated.Request(config=config), timeout=30)
+        self.destination.Open(D.Open.Request(), timeout=120)
+        return RunStream(self.destination)
+
+    def stop(self, last_position: bytes):
+        return self.destination.Stop(D.Stop.Request(last_position=last_position), timeout=400)
+
+    def teardown(self):
+        return self.destination.Teardown(D.Teardown.Request(), timeout=120)
+
+    def kill_gracefully(self) -> float:
+        """go-plugin's Kill(): Shutdown, then wait up to 2 s. Returns how long the exit took."""
+        start = time.monotonic()
+        try:
+            self.controller.Shutdown(grpc_controller_pb2.Empty(), timeout=5)
+        except grpc.RpcError:
+            pass  # the process may be gone before it answers
+        try:
+            self.proc.wait(10)
+        finally:
+            self.close()
+        return time.monotonic() - start
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.close()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.channel.close()
+        self._log.close()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+class RunStream:
+    """The bidi Run stream: send records one per request (Conduit's default), collect acks."""
+
+    def __init__(self, stub):
+        self._out: "queue.Queue" = queue.Queue()
+        self.acks: list = []
+        self._cond = threading.Condition()
+        self.error: Optional[BaseException] = None
+        self._call = stub.Run(iter(self._out.get, None))
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        try:
+            for resp in self._call:
+                with self._cond:
+                    self.acks.extend(resp.acks)
+                    self._cond.notify_all()
+        except grpc.RpcError as exc:
+            self.error = exc
+        with self._cond:
+            self._cond.notify_all()
+
+    def send(self, *records):
+        for r in records:
+            self._out.put(D.Run.Request(records=[r]))
+
+    def wait_acks(self, n: int, timeout: float = 120.0) -> list:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self.acks) < n:
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.error is not None):
+                    break
+                self._cond.wait(left)
+            return list(self.acks)
+
+    def close(self):
+        self._out.put(None)
+        self._thread.join(30)

@@ -1,0 +1,219 @@
+"""Exact unit tests of the Conduit door's pure parts: handshake, settings, type mapping,
+OpenCDC decoding and folding a batch into one state per key."""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import pytest
+
+from delta_destination.conduit.columns import DoesNotFit, new_column, to_python, widened
+from delta_destination.conduit.errors import BadRecord, HandshakeError, InvalidConfig
+from delta_destination.conduit.handshake import COOKIE_KEY, COOKIE_VALUE, Handshake, negotiate, parse
+from delta_destination.conduit.main import launcher_text
+from delta_destination.conduit.opencdc import DELETE, UPSERT, Decoded, decode
+from delta_destination.conduit.params import parse_config, parse_duration
+from delta_destination.conduit.tables import KeyState, TablePlan, fold
+from delta_destination.core.model import Column, DataType as T, TableSchema
+from testkit.conduit_host import CREATE, DELETE as OP_DELETE, UPDATE, record
+
+
+def test_handshake_negotiation_and_line():
+    env = {COOKIE_KEY: COOKIE_VALUE, "PLUGIN_PROTOCOL_VERSIONS": "2,1"}
+    assert negotiate(env) == 2
+    assert Handshake(2, "127.0.0.1:1234").line() == "1|2|tcp|127.0.0.1:1234|grpc"
+    assert parse("1|2|tcp|127.0.0.1:1234|grpc\n").address == "127.0.0.1:1234"
+    with pytest.raises(HandshakeError, match="not meant to be run directly"):
+        negotiate({"PLUGIN_PROTOCOL_VERSIONS": "2"})
+    with pytest.raises(HandshakeError, match="serves only v2"):
+        negotiate({COOKIE_KEY: COOKIE_VALUE, "PLUGIN_PROTOCOL_VERSIONS": "1"})
+    with pytest.raises(HandshakeError, match="netrpc"):
+        parse("1|2|tcp|127.0.0.1:1|netrpc")
+
+
+def test_go_durations():
+    assert parse_duration("0") == 0
+    assert parse_duration("500ms") == 0.5
+    assert parse_duration("1m30s") == 90
+    assert parse_duration("1.5h") == 5400
+    for bad in ("5", "ms", "1x", "1s garbage", "-1s"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+def test_config_defaults_and_errors(tmp_path):
+    cfg = parse_config({"warehouse": str(tmp_path), "sdk.rate.perSecond": "5"})
+    assert (cfg.schema, cfg.table, cfg.key_column, cfg.key_fields, cfg.batch_size, cfg.batch_delay) == \
+        ("conduit", None, "key", (), 1000, 1.0)
+    assert cfg.settings.engine == "sail" and cfg.settings.spark_remote is None
+    remote = parse_config({"warehouse": "s3://bucket/wh", "spark.remote": "sc://spark:15002", "table": "t",
+                           "key.fields": "a, b", "sdk.batch.size": "0", "sdk.batch.delay": "0"})
+    assert remote.settings.engine == "spark" and remote.table == "t" and remote.key_fields == ("a", "b")
+    assert (remote.batch_size, remote.batch_delay) == (0, 0.0)
+    for raw, msg in (({"warehouse": "w", "sdk.batch.size": "-1"}, ">= 0"),
+                     ({"warehouse": "w", "spark.remote": "http://x"}, "Spark Connect URL"),
+                     ({"warehouse": "w", "schema": ".."}, "not allowed"),
+                     ({"warehouse": " "}, "required")):
+        with pytest.raises(InvalidConfig, match=msg):
+            parse_config(raw)
+
+
+def test_type_mapping_and_fit():
+    assert new_column("a", True).type == T.BOOLEAN
+    assert new_column("a", 3).type == T.LONG
+    assert new_column("a", 3.5).type == T.DOUBLE
+    assert new_column("a", {"x": 1}).type == T.JSON
+    assert new_column("a", b"\x00").type == T.BINARY
+    assert new_column("a", dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)).type == T.UTC_DATETIME
+    assert new_column("a", dt.datetime(2026, 1, 1)).type == T.NAIVE_DATETIME
+    assert new_column("a", dt.date(2026, 1, 1)).type == T.NAIVE_DATE
+    assert new_column("a", dt.time(1, 2, 3)).type == T.NAIVE_TIME
+    d = new_column("a", decimal.Decimal("1.25"))
+    assert (d.type, d.precision, d.scale) == (T.DECIMAL, 38, 2)
+    assert new_column("a", None).type == T.STRING
+    long_col, double_col = Column("n", T.LONG), Column("n", T.DOUBLE)
+    assert to_python(double_col, 3) == 3.0
+    assert widened(long_col, 2.5) == Column("n", T.DOUBLE)
+    assert widened(long_col, 7) is None
+    with pytest.raises(DoesNotFit, match="STRING value where the column is LONG"):
+        widened(long_col, "seven")
+    with pytest.raises(DoesNotFit):
+        to_python(double_col, 2 ** 60)                 # would round
+    with pytest.raises(DoesNotFit):
+        to_python(Column("n", T.INT), 2 ** 40)
+    with pytest.raises(DoesNotFit):
+        to_python(Column("d", T.DECIMAL, precision=38, scale=2), decimal.Decimal("1.234"))
+    assert to_python(Column("j", T.JSON), "text") == '"text"'
+    assert to_python(Column("j", T.JSON), {"a": [1, 2]}) == '{"a": [1, 2]}'
+
+
+def _cfg(tmp_path, **kw):
+    return parse_config({"warehouse": str(tmp_path), **kw})
+
+
+def test_decode_structured_raw_and_keys(tmp_path):
+    cfg = _cfg(tmp_path)
+    meta = {"opencdc.collection": "users"}
+    d = decode(record(1, CREATE, key={"id": 7}, after={"id": 7.0, "score": 1.5, "big": 2.0 ** 60}, metadata=meta),
+               cfg, None, "r1")
+    assert (d.action, d.table, d.key) == (UPSERT, "users", {"id": 7})
+    assert d.row == {"id": 7, "score": 1.5, "big": 2.0 ** 60}     # integral within 2^53 -> int
+    raw = decode(record(2, UPDATE, key=b"word", after=b'{"a": 1}', metadata=meta), cfg, None, "r2")
+    assert raw.key == {"key": "word"} and raw.row == {"a": 1, "key": "word"}
+    numeric_text = decode(record(3, CREATE, key=b"123", after=b"{}", metadata=meta), cfg, None, "r3")
+    assert numeric_text.key == {"key": "123"}                       # raw keys stay text, exactly
+    gone = decode(record(4, OP_DELETE, key=b'{"id": 9}', metadata=meta), cfg, None, "r4")
+    assert (gone.action, gone.key, gone.row) == (DELETE, {"id": 9}, {})
+    fixed = decode(record(5, CREATE, key={"id": 1}, after={}, metadata={}), _cfg(tmp_path, table="t"), None, "r5")
+    assert fixed.table == "t"
+    by_fields = _cfg(tmp_path, **{"key.fields": "a,b"})
+    f = decode(record(6, CREATE, after={"a": 1, "b": "x", "c": 2}, metadata=meta), by_fields, None, "r6")
+    assert f.key == {"a": 1, "b": "x"}
+    fd = decode(record(7, OP_DELETE, before={"a": 1, "b": "x"}, metadata=meta), by_fields, None, "r7")
+    assert fd.key == {"a": 1, "b": "x"}
+
+
+@pytest.mark.parametrize("rec,msg", [
+    (record(1, CREATE, key={"id": None}, after={}, metadata={"opencdc.collection": "t"}), "are null"),
+    (record(1, CREATE, key={"id": 1}, after=b"[1, 2]", metadata={"opencdc.collection": "t"}), "not an object"),
+    (record(1, CREATE, key=b"\xff", after={}, metadata={"opencdc.collection": "t"}), "not UTF-8"),
+    (record(1, CREATE, key={"id": 1}, after=b"x", metadata={"opencdc.collection": "t",
+     "opencdc.payload.schema.subject": "s", "opencdc.payload.schema.version": "1"}), "no schema service"),
+    (record(1, CREATE, key={"id": 1}, after={"bad\x01": 1}, metadata={"opencdc.collection": "t"}), "control character"),
+])
+def test_decode_refuses_malformed_records(tmp_path, rec, msg):
+    with pytest.raises(BadRecord, match=msg):
+        decode(rec, _cfg(tmp_path), None, "record 1")
+
+
+def _d(action, key, row=None):
+    return Decoded(b"", "x", action, "t", key, row or {})
+
+
+def test_fold_keeps_the_last_state_per_key_in_order():
+    recs = [_d(UPSERT, {"k": 1}, {"k": 1, "a": 1, "b": 1}), _d(UPSERT, {"k": 1}, {"k": 1, "b": 2}),
+            _d(UPSERT, {"k": 2}, {"k": 2, "a": 5}), _d(DELETE, {"k": 2}), _d(UPSERT, {"k": 2}, {"k": 2, "b": 9}),
+            _d(DELETE, {"k": 3})]
+    states = fold(recs, lambda r: r.key["k"])
+    assert states == {1: KeyState(UPSERT, {"k": 1, "a": 1, "b": 2}), 2: KeyState(UPSERT, {"k": 2, "b": 9}, fresh=True),
+                      3: KeyState(DELETE, {"k": 3})}
+
+
+def test_table_plan_grows_columns_and_refuses_misfits():
+    current = TableSchema("t", (Column("id", T.LONG, primary_key=True), Column("n", T.LONG)))
+    plan = TablePlan(current)
+    plan.admit(_d(UPSERT, {"id": 1}, {"id": 1, "n": 2.5, "new": "x", "nothing": None}))
+    assert plan.schema("t").columns == (Column("id", T.LONG, True), Column("n", T.DOUBLE), Column("new", T.STRING))
+    with pytest.raises(DoesNotFit, match="differ from the table's key"):
+        plan.admit(_d(UPSERT, {"other": 1}, {"other": 1}))
+    with pytest.raises(DoesNotFit, match="differs only in case"):
+        plan.admit(_d(UPSERT, {"id": 1}, {"id": 1, "NEW": "y"}))
+    fresh = TablePlan(None)
+    fresh.admit(_d(UPSERT, {"key": "w"}, {"key": "w", "v": 1}))
+    assert fresh.schema("t").columns == (Column("key", T.STRING, True), Column("v", T.LONG))
+
+
+def test_launcher_execs_an_absolute_interpreter():
+    assert launcher_text("/opt/my env/bin/python") == \
+        "#!/bin/sh\nexec '/opt/my env/bin/python' -m delta_destination.conduit.main \"$@\"\n"
+
+
+def test_avro_key_and_payload_through_a_schema_source(tmp_path):
+    import io
+
+    import fastavro
+
+    from delta_destination.conduit.schemas import dial_target
+
+    key_schema = fastavro.parse_schema({"type": "record", "name": "k", "fields": [{"name": "id", "type": "long"}]})
+    row_schema = fastavro.parse_schema({"type": "record", "name": "r", "fields": [
+        {"name": "id", "type": "long"}, {"name": "day", "type": {"type": "int", "logicalType": "date"}}]})
+
+    class Source:
+        def avro(self, subject, version):
+            return {("k", 3): key_schema, ("r", 1): row_schema}[(subject, version)]
+
+    def enc(schema, v):
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, schema, v)
+        return buf.getvalue()
+
+    meta = {"opencdc.collection": "t", "opencdc.key.schema.subject": "k", "opencdc.key.schema.version": "3",
+            "opencdc.payload.schema.subject": "r", "opencdc.payload.schema.version": "1"}
+    d = decode(record(1, CREATE, key=enc(key_schema, {"id": 2 ** 62}),
+                      after=enc(row_schema, {"id": 2 ** 62, "day": dt.date(2026, 11, 24)}), metadata=meta),
+               _cfg(tmp_path), Source(), "r1")
+    assert d.key == {"id": 2 ** 62} and d.row == {"id": 2 ** 62, "day": dt.date(2026, 11, 24)}
+    with pytest.raises(BadRecord, match="left over"):
+        decode(record(2, CREATE, key={"id": 1}, after=enc(row_schema, {"id": 1, "day": dt.date(2026, 1, 1)}) + b"x",
+                      metadata={**meta, "opencdc.key.schema.subject": ""}), _cfg(tmp_path), Source(), "r2")
+    assert dial_target("[::]:4321") == "127.0.0.1:4321" and dial_target(":9") == "127.0.0.1:9"
+    assert dial_target("10.0.0.5:7") == "10.0.0.5:7"
+
+
+def test_table_plan_never_widens_over_big_integers_and_checks_early_deletes():
+    plan = TablePlan(None)
+    plan.admit(_d(UPSERT, {"id": 1}, {"id": 1, "n": 2 ** 60}))
+    with pytest.raises(DoesNotFit, match="beyond 2\\^53"):
+        plan.admit(_d(UPSERT, {"id": 2}, {"id": 2, "n": 0.5}))
+    assert plan.schema("t").get("n").type == T.LONG
+    early = TablePlan(None)
+    gone = _d(DELETE, {"other": "x"})
+    early.admit(gone)                       # the table does not exist yet: nothing to check against
+    early.admit(_d(UPSERT, {"id": 1}, {"id": 1}))
+    with pytest.raises(DoesNotFit, match="differ from the table's key"):
+        early.check_delete(gone)
+    with pytest.raises(DoesNotFit):
+        early.check_delete(_d(DELETE, {"id": "one"}))
+    early.check_delete(_d(DELETE, {"id": 5}))
+
+
+def test_a_payload_field_is_never_overwritten_by_a_different_key(tmp_path):
+    meta = {"opencdc.collection": "t"}
+    same = decode(record(1, CREATE, key={"id": 1}, after={"id": 1.0, "a": 2}, metadata=meta), _cfg(tmp_path), None, "r")
+    assert same.row == {"id": 1, "a": 2}
+    with pytest.raises(BadRecord, match="'key' differ from the record key"):
+        decode(record(2, CREATE, key=b"word", after={"key": "other"}, metadata=meta), _cfg(tmp_path), None, "r")
+    renamed = decode(record(3, CREATE, key=b"word", after={"key": "other"}, metadata=meta),
+                     _cfg(tmp_path, **{"key.column": "record_key"}), None, "r")
+    assert renamed.row == {"key": "other", "record_key": "word"}
