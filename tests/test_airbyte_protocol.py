@@ -253,7 +253,7 @@ def test_huge_record_loses_its_largest_fields_not_the_sync(tmp_path, wh, engine)
 @pytest.mark.parametrize("streams, words", [
     ([stream("t", {"id": {"type": "integer"}}, "append_dedup")], "needs a primary key"),
     ([stream("../escape", {"id": {"type": "integer"}}, "append")], "path separator"),
-    ([stream("t", {"a": {"type": "string"}, "A": {"type": "string"}}, "append")], "duplicate column"),
+    ([stream("t", {"a": {"type": "string"}, "A": {"type": "string"}}, "append")], "differ only in case"),
     ([stream("t", {"_airbyte_meta": {"type": "string"}}, "append")], "collides"),
     ([stream("t", {"id": {"type": "integer"}}, "update")], "not supported"),
     ([stream("t", {"id": {"type": "object"}}, "append_dedup", pk=["id", "id.x"])], "nested"),
@@ -384,7 +384,7 @@ def test_overwrite_retry_without_any_echoed_state_starts_over(tmp_path, wh, engi
     # A source without checkpoints fails half way: rows were staged (full buffer) but nothing echoed.
     r = run(["write", "--config", cfg, "--catalog", cat], rows[:30] + [stream_status("o", "INCOMPLETE")])
     assert r.rc == 0 and r.states == []
-    assert any(p.name.startswith(".airbyte_tmp_") for p in (wh / "airbyte").iterdir())
+    assert any("airbyte_tmp_" in p.name for p in (wh / "airbyte").iterdir())  # the staging table (on-disk spelling: docs/names.md)
     # The retry sends everything again: each row lands once.
     r = run(["write", "--config", cfg, "--catalog", cat], rows)
     assert r.rc == 0
