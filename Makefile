@@ -12,7 +12,7 @@ WAREHOUSE ?= ./warehouse
 ENGINE ?= sail
 SPARK_JARS := .spark-jars
 
-.PHONY: install proto run test test-slow bench clean conduit
+.PHONY: install proto run test test-slow bench clean conduit airbyte-clients
 
 install: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated $(SPARK_JARS)/.fetched
 
@@ -53,8 +53,13 @@ run: install
 test: install
 	$(BIN)/python -m pytest -q
 
-test-slow: install
+test-slow: install airbyte-clients
 	$(BIN)/python -m pytest -q -m slow
+
+# PyAirbyte and airbyte-source-faker for the Airbyte door's real-client tests, each in its own
+# virtualenv under .venvs/ (they need incompatible airbyte-cdk versions); reused when present.
+airbyte-clients:
+	PYTHON=$(PYTHON) scripts/airbyte_client_venvs.sh
 
 bench: install
 	$(BIN)/python scripts/bench.py

@@ -19,7 +19,7 @@ from .errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismat
 from .model import Column, DataType, TableSchema
 from .names import case_clash, check_column_name, quote_ident
 from .notices import notice
-from .sql import altered_values_sql, column_defs, truncate_sql
+from .sql import altered_values_sql, column_defs, delete_outside_sql, properties_sql, truncate_sql
 from .types import same_storage, spark_type, validate_decimal, value_check
 
 log = logs.get(__name__)
@@ -226,6 +226,48 @@ class Tables:
             raise InvalidRequest(
                 f"{ref.display}: changing the type of column(s) {', '.join(map(repr, altered))} would alter stored "
                 f"values (rounding, truncation or overflow); the table is unchanged")
+
+    # ---- row ranges and door checkpoints -----------------------------------------------------------
+    def delete_outside(self, settings: Settings, schema_name: str, table: str, column: str,
+                       below: Optional[int] = None, at_or_above: Optional[int] = None) -> bool:
+        """Rows whose integer `column` is below `below`, at or above `at_or_above`, or NULL,
+        deleted in one commit (e.g. rows of generations older than a refresh keeps). False when
+        the table does not exist."""
+        cat = self.catalog
+        ref = cat.locate(settings, schema_name, table)
+        eng = cat.session(settings)
+        with cat.locked(ref), cat.events.operation("DeleteRows", schema_name, table, ref.location) as outcome:
+            current = cat.describe(eng, ref)
+            if current is None:
+                return False
+            col = current.get(column)
+            if col is None or col.type not in (DataType.SHORT, DataType.INT, DataType.LONG):
+                raise SchemaMismatch(f"{ref.display}: column {column!r} does not exist or is not an integer column")
+            sql = delete_outside_sql(cat.sql_name(eng, ref), column, below, at_or_above)
+            run_engine(f"delete from {ref.display}", lambda: eng.spark.sql(sql).collect())
+            outcome.committed, outcome.columns = True, current.columns
+            log.info(f"{ref.display}: rows outside the kept range of {column} deleted")
+            return True
+
+    def set_property(self, settings: Settings, schema_name: str, table: str, key: str, value: str) -> None:
+        """A door's own marker kept inside the table (one commit), e.g. how far a sync is durable."""
+        cat = self.catalog
+        ref = cat.locate(settings, schema_name, table)
+        eng = cat.session(settings)
+        with cat.locked(ref):
+            cat.require(eng, ref)
+            sql = f"ALTER TABLE {cat.sql_name(eng, ref)} SET TBLPROPERTIES ({properties_sql({key: value})})"
+            run_engine(f"set a property of {ref.display}", lambda: eng.spark.sql(sql).collect())
+
+    def property_values(self, settings: Settings, schema_name: str, table: str, key: str) -> list[str]:
+        """Every value the property has had (the engines cannot say which is the latest; a door
+        that needs one stores values that only grow)."""
+        cat = self.catalog
+        ref = cat.locate(settings, schema_name, table)
+        eng = cat.session(settings)
+        with cat.locked(ref):
+            return run_engine(f"read properties of {ref.display}",
+                              lambda: eng.dialect.property_values(eng.spark, ref.location, key))
 
     # ---- truncate --------------------------------------------------------------------------
     def truncate(self, settings: Settings, schema_name: str, table: str, synced_column: str, before: datetime,

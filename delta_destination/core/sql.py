@@ -190,6 +190,22 @@ def truncate_sql(target: str, synced_column: str, before_utc_ms: str, soft_colum
     return f"UPDATE {target} SET {d} = true WHERE {q(synced_column)} < {cut} AND ({d} IS NULL OR {d} = false)"
 
 
+def delete_outside_sql(target: str, column: str, below: int | None = None, at_or_above: int | None = None) -> str:
+    """Rows whose integer column is below `below`, at or above `at_or_above`, or NULL.
+    >>> delete_outside_sql("t1", "g", below=3)
+    'DELETE FROM t1 WHERE `g` IS NULL OR `g` < 3'
+    >>> delete_outside_sql("t1", "g", at_or_above=7)
+    'DELETE FROM t1 WHERE `g` IS NULL OR `g` >= 7'
+    """
+    c = q(column)
+    terms = [f"{c} IS NULL"]
+    if below is not None:
+        terms.append(f"{c} < {int(below)}")
+    if at_or_above is not None:
+        terms.append(f"{c} >= {int(at_or_above)}")
+    return f"DELETE FROM {target} WHERE " + " OR ".join(terms)
+
+
 # ---- history mode -------------------------------------------------------------------------
 H_UPSERT, H_CLOSE, H_DELETE = 0, 1, 2
 
