@@ -918,7 +918,7 @@ class TesterRun:
         return bool(spec.get("history_mode")) and not self.live_only
 
     # -- the whole run ----------------------------------------------------------
-    def run(self) -> RunResult:
+    def run(self, handover: Optional[tuple[int, Any]] = None) -> RunResult:
         if not self.check_capabilities():
             return RunResult(ok=False, problems=list(self.problems), tables={}, notes=list(self.notes))
         self.tmpdir = Path(tempfile.mkdtemp(prefix="tester-batch-"))
@@ -926,6 +926,9 @@ class TesterRun:
             self.create_tables()
             self.alter_tables()
             for i, step in enumerate(self.spec.get("ops") or []):
+                if handover is not None and i == handover[0]:
+                    self.log(f"ops[{i}]: handing over to the other server")
+                    self.stub = handover[1]
                 for op_name, payload in step.items():
                     fn = OPS.get(op_name)
                     if fn is None:
@@ -933,6 +936,8 @@ class TesterRun:
                         continue
                     self.log(f"ops[{i}] {op_name}")
                     fn(self, i, payload)
+            if handover is not None and self.stub is not handover[1]:
+                self.stub = handover[1]
             self.schema_migrations()
             self.describe_tables()
             tables = self.compare_data()
@@ -1667,12 +1672,16 @@ def run_input_file(stub, warehouse, input_path, schema: str = "tester", *, live_
 def run_spec(stub, warehouse, spec: dict, schema: str = "tester", *, live_only: bool = False,
              compression=None, plain_text: bool = False, file_format=None, seed: int = 0,
              start_time: Optional[datetime] = None, run_migrations: bool = False,
-             configuration: Optional[dict] = None, log: Optional[Callable[[str], None]] = None) -> RunResult:
-    """Like run_input_file, for an input already loaded (or built) as a dict."""
+             configuration: Optional[dict] = None, log: Optional[Callable[[str], None]] = None,
+             handover: Optional[tuple[int, Any]] = None) -> RunResult:
+    """Like run_input_file, for an input already loaded (or built) as a dict.
+
+    `handover=(n, other_stub)`: from op n on (the remaining ops, migrations, describes) the run
+    talks to `other_stub` -- another server on the same warehouse, e.g. the other engine."""
     run = TesterRun(stub, warehouse, copy.deepcopy(spec), schema, live_only=live_only, compression=compression,
                     plain_text=plain_text, file_format=file_format, seed=seed, start_time=start_time,
                     run_migrations=run_migrations, configuration=configuration, log=log)
-    return run.run()
+    return run.run(handover)
 
 
 def main(argv=None) -> int:
