@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from testkit.delta_read import delta_version, read_delta_table
-from airbyte_helpers import (Running, engine, record, run, stream, stream_state, stream_status, table_rows,  # noqa: F401
+from airbyte_helpers import (ON_BOTH_ENGINES, Running, engine, record, run, stream, stream_state, stream_status, table_rows,  # noqa: F401
                              write_json)
 
 USERS = {"id": {"type": "integer"}, "name": {"type": ["null", "string"]},
@@ -130,6 +130,7 @@ DEDUP = {"id": {"type": "integer"}, "v": {"type": "string"}, "cur": {"type": ["n
          "_ab_cdc_deleted_at": {"type": ["null", "string"], "format": "date-time"}}
 
 
+@ON_BOTH_ENGINES
 def test_append_dedup_latest_wins_ties_by_extraction_and_cdc_deletes(tmp_path, wh, config):
     cat = catalog(tmp_path, stream("d", DEDUP, "append_dedup", pk=["id"], cursor="cur", generation=1, minimum=0))
     first = [

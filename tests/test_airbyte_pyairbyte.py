@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from testkit.delta_read import read_delta_table
-from airbyte_helpers import engine  # noqa: F401
+from airbyte_helpers import ON_BOTH_ENGINES, engine  # noqa: F401
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +103,7 @@ def assert_matches_source(wh, emitted, copies=1):
             assert json.loads(r["_airbyte_meta"])["sync_id"] == 1
 
 
+@ON_BOTH_ENGINES
 def test_pyairbyte_merge_twice_keeps_one_row_per_key(clients, emitted, tmp_path, engine):
     wh = tmp_path / "warehouse"
     pyairbyte_write(clients, tmp_path, wh, engine, "merge")
