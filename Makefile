@@ -12,7 +12,7 @@ WAREHOUSE ?= ./warehouse
 ENGINE ?= sail
 SPARK_JARS := .spark-jars
 
-.PHONY: install proto run test test-slow bench clean conduit airbyte-clients
+.PHONY: install proto run test test-slow test-clients bench clean conduit airbyte-clients
 
 install: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated $(SPARK_JARS)/.fetched
 
@@ -55,6 +55,13 @@ test: install
 
 test-slow: install airbyte-clients
 	$(BIN)/python -m pytest -q -m slow
+
+# The slow tests with real clients and builds (PyAirbyte + source-faker, Conduit, Airflow, PyInstaller):
+# the part of test-slow CI runs (the long crash, fuzz and load runs do not fit its hour with both engines).
+SLOW_CLIENT_TESTS := tests/test_airbyte_pyairbyte.py tests/test_conduit_e2e.py tests/test_build_pipeline.py \
+	tests/test_lineage_airflow_real.py
+test-clients: install airbyte-clients
+	$(BIN)/python -m pytest -q -m slow $(SLOW_CLIENT_TESTS)
 
 # PyAirbyte and airbyte-source-faker for the Airbyte door's real-client tests, each in its own
 # virtualenv under .venvs/ (they need incompatible airbyte-cdk versions); reused when present.
