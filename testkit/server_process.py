@@ -29,22 +29,28 @@ class RunningServer:
     """A destination server subprocess, as Fivetran would launch it."""
 
     def __init__(self, warehouse: Path, log_path: Path, extra_args=(), env=None, command=None, engine: str | None = None,
-                 ready_timeout=180.0):
+                 ready_timeout=180.0, launcher=None):
         """`command`: the program to start (default: this Python running the Fivetran door),
-        e.g. a PyInstaller binary; `--port` and `--warehouse` are added. `engine`: adds `--engine`."""
+        e.g. a PyInstaller binary; `--port` and `--warehouse` are added. `engine`: adds `--engine`.
+        `launcher`: port -> the whole command line instead (e.g. `make run PORT=...`); it runs in
+        its own process group, which stop() signals as a whole."""
         self.port = free_port()
         if engine:
             extra_args = ("--engine", engine, *extra_args)
         self.warehouse = warehouse
         self.log_path = log_path
         self._log = open(log_path, "ab")
+        self.group = launcher is not None
+        argv = launcher(self.port) if launcher else [
+            *(command or [sys.executable, "-m", "delta_destination.fivetran.main"]),
+            "--port", str(self.port), "--warehouse", str(warehouse), *extra_args]
         self.proc = subprocess.Popen(
-            [*(command or [sys.executable, "-m", "delta_destination.fivetran.main"]),
-             "--port", str(self.port), "--warehouse", str(warehouse), *extra_args],
+            argv,
             cwd=ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
+            start_new_session=self.group,
         )
         self.channel = grpc.insecure_channel(
             f"127.0.0.1:{self.port}",
@@ -78,7 +84,10 @@ class RunningServer:
         import signal
 
         if self.proc.poll() is None:
-            self.proc.send_signal(sig or signal.SIGTERM)
+            if self.group:
+                os.killpg(self.proc.pid, sig or signal.SIGTERM)
+            else:
+                self.proc.send_signal(sig or signal.SIGTERM)
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:

@@ -1,0 +1,56 @@
+"""`make run` is what a user types: it must serve on both engines and pass the tester client.
+
+The server is started exactly as documented (`make run`, `make run ENGINE=spark`) in its own
+process group, and scripts/tester_client.py -- a separate process, like Fivetran's tester --
+drives it through input.json with encrypted zstd batch files and compares the Delta tables
+read back with delta-rs against its reference model.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from testkit.server_process import ROOT, TESTER_INPUTS, RunningServer
+
+
+def _spark_jvms(root_pid: int) -> list[psutil.Process]:
+    """The Spark Connect JVMs below `make` (make -> destination -> spark-submit's java)."""
+    out = []
+    for p in psutil.Process(root_pid).children(recursive=True):
+        try:
+            if "SparkConnectServer" in " ".join(p.cmdline()):
+                out.append(p)
+        except psutil.Error:  # a launcher shell that already exited (zombie or gone)
+            continue
+    return out
+
+
+@pytest.mark.parametrize("engine", ["sail", "spark"])
+def test_make_run_serves_and_passes_the_tester_client(tmp_path, engine):
+    warehouse = tmp_path / "warehouse"
+    make_vars = [] if engine == "sail" else [f"ENGINE={engine}"]
+    server = RunningServer(warehouse, tmp_path / "server.log",
+                           launcher=lambda port: ["make", "--no-print-directory", "run", f"PORT={port}",
+                                                  f"WAREHOUSE={warehouse}", *make_vars])
+    jvms = []
+    try:
+        jvms = _spark_jvms(server.proc.pid)
+        assert len(jvms) == (1 if engine == "spark" else 0)
+        client = subprocess.run(
+            [sys.executable, "scripts/tester_client.py", "--port", str(server.port), "--warehouse", str(warehouse),
+             "--input", str(TESTER_INPUTS / "input.json"), "--schema", "tester"],
+            cwd=ROOT, capture_output=True, text=True, timeout=1200)
+        assert client.returncode == 0, client.stdout[-4000:] + client.stderr[-2000:]
+        assert "RESULT: OK" in client.stdout
+        log = server.log_text()
+        label = "engine Apache Spark (local)" if engine == "spark" else "engine Sail (embedded)"
+        assert label in log, log[-3000:]
+        assert (warehouse / "tester").is_dir()
+    finally:
+        server.stop()
+    # the JVM went with the server (SIGTERM to make's process group)
+    gone, alive = psutil.wait_procs(jvms, timeout=30)
+    assert not alive
