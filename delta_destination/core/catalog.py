@@ -11,7 +11,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from ..engines.dialect import EngineSession
+from ..engines.dialect import EngineSession, dialect_for
 from ..engines.errors import run_engine
 from ..engines.session import Engines
 from ..settings import Settings
@@ -52,6 +52,7 @@ class Catalog:
         return Warehouse(settings.warehouse)
 
     def locate(self, settings: Settings, schema: str, table: str) -> TableRef:
+        dialect_for(settings.engine).check_warehouse_root(settings.warehouse)
         return TableRef(schema, table, self.warehouse(settings).table_location(schema, table))
 
     def check_new_name(self, settings: Settings, ref: TableRef) -> None:

@@ -8,6 +8,7 @@ import shutil
 import uuid
 from typing import Optional
 
+from ..engines.dialect import dialect_for
 from ..engines.errors import run_engine
 from ..settings import Settings
 from ..warehouse import Warehouse
@@ -19,6 +20,10 @@ from .sql import column_defs
 def probe_warehouse(catalog, settings: Settings) -> Optional[str]:
     """None when a probe table could be written and read back; else a reason the user can act on."""
     wh = Warehouse(settings.warehouse)
+    try:
+        dialect_for(settings.engine).check_warehouse_root(wh.root)
+    except DestinationError as exc:
+        return exc.message
     if wh.is_local:
         try:
             os.makedirs(wh.root, exist_ok=True)

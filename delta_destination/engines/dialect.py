@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,10 +18,10 @@ import pyarrow as pa
 
 from .. import logs
 from ..core.names import quote_string
-from ..core.errors import UnsupportedOperation
+from ..core.errors import InvalidRequest, UnsupportedOperation
 from ..core.sql import (add_columns_sql, create_table_sql, optimize_sql, path_identifier, purge_deletion_vectors_sql,
                         vacuum_sql)
-from ..warehouse import Warehouse
+from ..warehouse import Warehouse, is_url
 from .errors import run_engine
 
 log = logs.get(__name__)
@@ -40,6 +41,10 @@ class Dialect:
     name = "?"
     # Session settings this engine needs on every connection (also a remote one).
     session_conf: dict[str, str] = {}
+
+    # -- where tables can live ---------------------------------------------------------------
+    def check_warehouse_root(self, root: str) -> None:
+        """Refuse a warehouse root this engine would write somewhere else than asked."""
 
     # -- naming tables in SQL ---------------------------------------------------------------
     def table_name(self, spark, location: str) -> str:
@@ -95,6 +100,10 @@ def drop_view(spark, view: str) -> None:
         pass
 
 
+# What Sail 0.7.2 takes literally in a local table location (measured: see check_warehouse_root).
+SAIL_UNSAFE_ROOT = re.compile(r"[^A-Za-z0-9_\-./+@,:=]")
+
+
 class SailDialect(Dialect):
     """Embedded (or remote) Sail 0.7.2.
 
@@ -111,6 +120,20 @@ class SailDialect(Dialect):
     """
 
     name = "sail"
+
+    def check_warehouse_root(self, root: str) -> None:
+        """Sail 0.7.2 percent-encodes some characters of a local table location (space,
+        non-ASCII, `~`, `%`, `]`) and reads `[` as a glob: the log and the data files would land
+        in differently spelled directories. Schema and table directories are spelled safely by
+        the warehouse; the root is the user's, so a root Sail cannot address is refused."""
+        if is_url(root):
+            return
+        bad = sorted(set(SAIL_UNSAFE_ROOT.findall(root)))
+        if bad:
+            shown = ", ".join(repr(c) for c in bad)
+            raise InvalidRequest(
+                f"the warehouse path has characters the embedded Sail engine cannot address ({shown}); "
+                "use a path of ASCII letters, digits and - _ . / + @ , : = (or the Apache Spark engine: --engine spark)")
 
     def table_name(self, spark, location: str) -> str:
         ident = _registered_name(location)

@@ -15,6 +15,7 @@ from .. import lineage, logs
 from ..core.api import DeltaCore
 from ..core.errors import DestinationError
 from ..core.upkeep import DEFAULT_RETENTION_HOURS, PeriodicUpkeep, UpkeepOptions
+from ..engines.dialect import dialect_for
 from ..engines.session import Engines
 from ..settings import ENGINES, Settings
 from ..warehouse import Warehouse
@@ -71,6 +72,7 @@ def main(argv=None) -> int:
     logs.install(FivetranJsonHandler())
     try:
         settings = Settings.create(args.warehouse, args.engine, args.spark_remote)
+        dialect_for(settings.engine).check_warehouse_root(settings.warehouse)
         upkeep_options = UpkeepOptions(retention_hours=args.vacuum_retention_hours)
     except DestinationError as exc:
         raise SystemExit(f"fivetran-delta-destination: {exc.message}") from None
