@@ -7,6 +7,7 @@ as BaseFacet, so each facet is also validated against the schema its `_schemaURL
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -82,3 +83,14 @@ def runs(events: Iterable[dict]) -> dict[str, list[dict]]:
     for e in events:
         out.setdefault(e["run"]["runId"], []).append(e)
     return out
+
+
+def wait_for(items, count, timeout=20.0):
+    """items() once it holds at least `count` entries (lineage is sent in the background)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = items()
+        if len(got) >= count:
+            return got
+        time.sleep(0.1)
+    return items()

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import grpc
+
+from delta_destination.engines.spark_process import free_loopback_port
 
 from delta_destination.fivetran._proto import destination_sdk_pb2_grpc
 
@@ -20,9 +21,7 @@ TEST_ENGINES = tuple(e for e in os.environ.get("DELTA_TEST_ENGINES", "sail,spark
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_loopback_port()
 
 
 class RunningServer:

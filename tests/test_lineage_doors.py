@@ -6,7 +6,6 @@ against lineage.uris and its version against the Delta log read with delta-rs. E
 The Fivetran door is covered by test_lineage_fivetran.py."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from airbyte_helpers import record as airbyte_record
@@ -17,7 +16,7 @@ from delta_destination.lineage.uris import openlineage_name
 from testkit.conduit_host import CREATE, DELETE, UPDATE, PluginProcess
 from testkit.conduit_host import record as conduit_record
 from testkit.delta_read import delta_version, read_delta_table
-from testkit.openlineage_check import EventValidator, read_events, runs
+from testkit.openlineage_check import EventValidator, read_events, runs, wait_for
 
 ENGINE = "sail"  # explicitly the embedded engine, whatever DELTA_TEST_ENGINES says
 
@@ -27,15 +26,6 @@ def transport_env(events: Path) -> dict:
             "OPENLINEAGE__TRANSPORT__APPEND": "true"}
 
 
-def wait_for(items, count, timeout=20.0):
-    """items() once it holds at least `count` entries (lineage is sent in the background)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = items()
-        if len(got) >= count:
-            return got
-        time.sleep(0.1)
-    return items()
 
 
 def ordered_runs(events: list[dict]) -> list[list[dict]]:

@@ -16,7 +16,7 @@ from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.lineage import table_uri
 from testkit.airflow_standin import AirflowStandIn
 from testkit.delta_read import delta_version, read_delta_table
-from testkit.openlineage_check import EventValidator, read_events, runs
+from testkit.openlineage_check import EventValidator, read_events, runs, wait_for
 from testkit.server_process import RunningServer
 
 ORDERS = table("orders", col("id", "INT", pk=True), col("amount", "DECIMAL", precision=10, scale=2),
@@ -28,15 +28,6 @@ def rows(*ids, note="n"):
     return [{"id": i, "amount": "1.50", "note": note, "_fivetran_synced": SYNCED} for i in ids]
 
 
-def wait_for(items, count, timeout=20.0):
-    """items() once it holds at least `count` entries (lineage is sent in the background)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = items()
-        if len(got) >= count:
-            return got
-        time.sleep(0.1)
-    return items()
 
 
 @pytest.fixture(scope="module")
