@@ -1167,7 +1167,9 @@ def plot(res: dict, path: Path) -> bool:
                             else _outcome(r))
                     ax2.annotate(f"{e} {dist}: {what}", (xi, y), textcoords="offset points", xytext=(-8, -14),
                                  ha="right", fontsize=7, color="red")
-    ax1.set_ylabel("seconds (100k-row upsert, 50% new keys; lower is better)")
+    n_rows = next(r["rows"] for r in res["results"] if r["workload"].startswith("growth: upsert"))
+    ax1.set_yscale("log")
+    ax1.set_ylabel(f"seconds ({n_rows:,}-row upsert, 50% new keys; log scale)")
     ax1.set_title("Incremental upsert time")
     ax2.axhline(TARGET_TREE_RSS / 1024 ** 3, color="red", lw=0.8, ls=":", label="4 GB target")
     ax2.set_ylabel("GB (process tree, JVM included)")
@@ -1293,6 +1295,12 @@ def write_report(res: dict, out: Path, png: Optional[Path]) -> Path:
                   "The 100k-row upsert (half new keys) at each table size, per engine and key distribution "
                   "(uniform: existing keys drawn from the whole table; recent: 90% of them among the newest 10% "
                   "of keys). Seconds as the client sees them, peak RSS of the server's process tree.", ""] + gt + [""]
+        parts = [f"{_eng(r)} {_size(r) / 1e6:g}M {r.get('distribution', 'uniform')}: {r['server_peak_parts']}"
+                 for r in res["results"] if r["workload"].startswith("growth: upsert") and r.get("server_peak_parts")
+                 and _eng(r) != "sail"]
+        if parts:
+            lines += ["The process tree at each non-embedded upsert's peak (processes over 16 MB):", ""] + \
+                     [f"- {p}" for p in parts] + [""]
     if res["failures"]:
         lines += ["## Failures", ""]
         lines += [f"- `{x[:600]}`" for x in res["failures"]]
