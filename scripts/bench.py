@@ -142,8 +142,8 @@ def _tree_cpu(proc: psutil.Process) -> float:
 class Sampler(threading.Thread):
     """Peak RSS (process tree) of watched processes, sampled every 0.1 s.
 
-    A process over its cap is killed (SIGKILL, by pid: only processes this
-    script started) so a runaway engine cannot take the shared machine down;
+    A process tree over its cap is killed (SIGKILL, by pid: only processes this
+    script started and their descendants) so a runaway engine cannot take the shared machine down;
     the step that was running records the failure.
     """
 
@@ -179,10 +179,16 @@ class Sampler(threading.Thread):
             self.peak_parts[name] = _parts_text(parts)
         if self.cap and rss > self.cap and name not in self.capped:
             self.capped[name] = rss
+            # the whole tree, by pid (the Spark JVM would also die with its parent, by PR_SET_PDEATHSIG)
             try:
-                p.kill()
+                tree = [p] + p.children(recursive=True)
             except psutil.Error:
-                pass
+                tree = [p]
+            for q in tree:
+                try:
+                    q.kill()
+                except psutil.Error:
+                    pass
 
     def peak(self, name: str) -> int:
         with self._lock:
