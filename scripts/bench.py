@@ -87,15 +87,32 @@ CHAINS = {  # a workload needs the ones before it in its chain
 # Process sampling
 # ----------------------------------------------------------------------------
 
+def _exe(p: psutil.Process) -> Optional[str]:
+    try:
+        return p.exe()
+    except psutil.Error:
+        return None
+
+
 def _tree_parts(proc: psutil.Process) -> list[tuple[str, int]]:
-    """(name, RSS) of a process and all its descendants (for Spark: the server, the JVM and its launcher)."""
+    """(name, RSS) of a process and all its descendants (for Spark: the server, the JVM and its launcher).
+
+    A child that runs its parent's executable is a fork that has not exec'd (yet): the JVM starts
+    helper commands (Hadoop's shell calls) by forking from a task thread, and for that moment the
+    child reports the JVM's whole resident set, which is the parent's pages shared copy-on-write.
+    Counting it would double the JVM in the sum, so such children are left out."""
     try:
         procs = [proc] + proc.children(recursive=True)
     except psutil.Error:
         return []
+    exes = {p.pid: _exe(p) for p in procs}
     out = []
     for p in procs:
         try:
+            if p is not proc:
+                parent_exe = exes.get(p.ppid())
+                if parent_exe is not None and exes.get(p.pid) == parent_exe:
+                    continue
             out.append((p.name(), p.memory_info().rss))
         except psutil.Error:
             pass
