@@ -1,19 +1,22 @@
-"""Benchmark: Fivetran-like workloads through the real gRPC server vs a bare delta-rs baseline.
+"""Benchmark: Fivetran-like workloads through the real gRPC server, on each engine, vs a bare delta-rs baseline.
 
-    .venv/bin/python scripts/bench.py                 # everything (make bench); writes docs/benchmarks.md
+    .venv/bin/python scripts/bench.py                 # everything, both engines (make bench); writes docs/benchmarks.md
     .venv/bin/python scripts/bench.py --scale 0.01    # every row count x0.01: a quick check
     .venv/bin/python scripts/bench.py --only upsert   # one workload (and what it needs first)
     .venv/bin/python scripts/bench.py --skip-growth   # without the 1M/3M/10M growth runs
+    .venv/bin/python scripts/bench.py --engines spark # one engine (default: sail,spark side by side)
 
 Workload files are generated once per (seed, scale) under bench-data/ (encrypted
-zstd CSV in Fivetran's conventions, see scripts/bench_data.py) and reused.  The
-server runs as a subprocess (`python -m delta_destination.fivetran.main`) on a free port with its own
-temporary warehouse; its RSS (process + children) is sampled every 0.1 s and each
-RPC is timed.  The baseline (scripts/bench_baseline.py) applies the identical
-files with server.batch_reader + delta-rs in a separate worker process, sampled
-the same way.  A full run (scale 1, all workloads) writes docs/benchmarks.md,
-docs/bench-results.json and docs/bench-growth.png; partial runs write to
-bench-data/report/ instead.
+zstd CSV in Fivetran's conventions, see scripts/bench_data.py) and reused.  Each
+engine gets its own server subprocess (`python -m delta_destination.fivetran.main
+--engine E`) on a free port with its own temporary warehouse; the RSS and CPU of
+its process tree (for Spark: the server plus the Spark Connect JVM it starts) are
+sampled every 0.1 s and each RPC is timed.  Every step runs on each engine in
+turn, then ONCE on the baseline (scripts/bench_baseline.py), which applies the
+identical files with server.batch_reader + delta-rs in a separate worker
+process, sampled the same way.  A full run (scale 1, all workloads, both
+engines) writes docs/benchmarks.md, docs/bench-results.json and
+docs/bench-growth.png; partial runs write to bench-data/report/ instead.
 """
 from __future__ import annotations
 
@@ -59,6 +62,11 @@ TARGET_RATIO = 1.5
 TARGET_WIDE_RPS = 200_000
 TARGET_NARROW_RPS = 1_000_000
 TARGET_RSS = 2 * 1024 ** 3
+TARGET_TREE_RSS = 4 * 1024 ** 3  # issue 8: the Spark growth series within 4 GB (process tree, JVM included)
+TARGET_GROWTH_SLOWDOWN = 2.0     # issue 8: the Spark upsert at 10M within 2x the same upsert at 1M
+DISTRIBUTIONS = ["uniform", "recent"]  # growth upserts at each size, in this order
+RECENT_NEW_KEY_OFFSET = 5 * 10 ** 8   # the "recent" upserts' new keys, apart from the uniform ones'
+ENGINE_CHOICES = ("sail", "spark")
 RSS_GROWTH_TOLERANCE = 1.2  # "not growing": peak at 10M <= 1.2 x peak at 1M (sampling noise, allocator slack)
 
 WORKLOADS = ["initial_load", "upsert", "partial_update", "hard_delete", "soft_truncate", "narrow_load", "history",
@@ -79,18 +87,58 @@ CHAINS = {  # a workload needs the ones before it in its chain
 # Process sampling
 # ----------------------------------------------------------------------------
 
-def _tree_rss(proc: psutil.Process) -> int:
-    total = 0
+def _exe(p: psutil.Process) -> Optional[str]:
+    try:
+        return p.exe()
+    except psutil.Error:
+        return None
+
+
+def _tree_parts(proc: psutil.Process) -> list[tuple[str, int]]:
+    """(name, RSS) of a process and all its descendants (for Spark: the server, the JVM and its launcher).
+
+    A child that runs its parent's executable is a fork that has not exec'd (yet): the JVM starts
+    helper commands (Hadoop's shell calls) by forking from a task thread, and for that moment the
+    child reports the JVM's whole resident set, which is the parent's pages shared copy-on-write.
+    Counting it would double the JVM in the sum, so such children are left out."""
     try:
         procs = [proc] + proc.children(recursive=True)
     except psutil.Error:
-        return 0
+        return []
+    exes = {p.pid: _exe(p) for p in procs}
+    out = []
     for p in procs:
         try:
-            total += p.memory_info().rss
+            if p is not proc:
+                parent_exe = exes.get(p.ppid())
+                if parent_exe is not None and exes.get(p.pid) == parent_exe:
+                    continue
+            out.append((p.name(), p.memory_info().rss))
         except psutil.Error:
             pass
-    return total
+    return out
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    return sum(rss for _, rss in _tree_parts(proc))
+
+
+def _parts_text(parts: list[tuple[str, int]]) -> str:
+    return " + ".join(f"{n} {rss / 1024 ** 3:.2f} GB" for n, rss in parts if rss >= 16 * 1024 ** 2)
+
+
+def _tree_names(proc: psutil.Process) -> list[str]:
+    """The processes counted in _tree_rss (the server, and for Spark its JVM), for the report."""
+    out = []
+    try:
+        for p in [proc] + proc.children(recursive=True):
+            try:
+                out.append(f"{p.name()} ({p.memory_info().rss / 1024 ** 3:.2f} GB)")
+            except psutil.Error:
+                pass
+    except psutil.Error:
+        pass
+    return out
 
 
 def _tree_cpu(proc: psutil.Process) -> float:
@@ -111,8 +159,8 @@ def _tree_cpu(proc: psutil.Process) -> float:
 class Sampler(threading.Thread):
     """Peak RSS (process tree) of watched processes, sampled every 0.1 s.
 
-    A process over its cap is killed (SIGKILL, by pid: only processes this
-    script started) so a runaway engine cannot take the shared machine down;
+    A process tree over its cap is killed (SIGKILL, by pid: only processes this
+    script started and their descendants) so a runaway engine cannot take the shared machine down;
     the step that was running records the failure.
     """
 
@@ -122,6 +170,7 @@ class Sampler(threading.Thread):
         self.cap = cap
         self.procs: dict[str, psutil.Process] = {}
         self.peaks: dict[str, int] = {}
+        self.peak_parts: dict[str, str] = {}  # what the tree held at its peak, e.g. "python 0.2 GB + java 2.6 GB"
         self.capped: dict[str, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -135,17 +184,28 @@ class Sampler(threading.Thread):
     def reset(self) -> None:
         with self._lock:
             for name, p in self.procs.items():
-                self.peaks[name] = _tree_rss(p)
+                parts = _tree_parts(p)
+                self.peaks[name] = sum(r for _, r in parts)
+                self.peak_parts[name] = _parts_text(parts)
 
     def _sample(self, name: str, p: psutil.Process) -> None:
-        rss = _tree_rss(p)
-        self.peaks[name] = max(self.peaks.get(name, 0), rss)
+        parts = _tree_parts(p)
+        rss = sum(r for _, r in parts)
+        if rss > self.peaks.get(name, 0):
+            self.peaks[name] = rss
+            self.peak_parts[name] = _parts_text(parts)
         if self.cap and rss > self.cap and name not in self.capped:
             self.capped[name] = rss
+            # the whole tree, by pid (the Spark JVM would also die with its parent, by PR_SET_PDEATHSIG)
             try:
-                p.kill()
+                tree = [p] + p.children(recursive=True)
             except psutil.Error:
-                pass
+                tree = [p]
+            for q in tree:
+                try:
+                    q.kill()
+                except psutil.Error:
+                    pass
 
     def peak(self, name: str) -> int:
         with self._lock:
@@ -175,19 +235,22 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, warehouse: Path, log_path: Path, command: Optional[list[str]] = None, env: Optional[dict] = None):
+    def __init__(self, warehouse: Path, log_path: Path, command: Optional[list[str]] = None, env: Optional[dict] = None,
+                 engine: str = "sail"):
         self.port = _free_port()
+        self.engine = engine
         self.warehouse = warehouse
         self.log_path = log_path
         self._log = open(log_path, "ab")
         cmd = command or [sys.executable, "-m", "delta_destination.fivetran.main"]
-        self.proc = subprocess.Popen([*cmd, "--port", str(self.port), "--warehouse", str(warehouse)], cwd=ROOT,
+        self.proc = subprocess.Popen([*cmd, "--port", str(self.port), "--warehouse", str(warehouse), "--engine", engine],
+                                     cwd=ROOT,
                                      stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         self.stub = destination_sdk_pb2_grpc.DestinationConnectorStub(self.channel)
         self._wait_ready()
 
-    def _wait_ready(self, timeout: float = 120.0) -> None:
+    def _wait_ready(self, timeout: float = 300.0) -> None:
         from grpc_health.v1 import health_pb2, health_pb2_grpc
 
         health = health_pb2_grpc.HealthStub(self.channel)
@@ -229,7 +292,9 @@ def file_params() -> pb.FileParams:
 
 
 class RpcFailed(Exception):
-    pass
+    def __init__(self, message: str, code: Optional[str] = None):
+        super().__init__(message)
+        self.code = code  # the gRPC status name when the call itself failed (RESOURCE_EXHAUSTED = refused by the guard)
 
 
 def _check(resp, what: str) -> None:
@@ -245,7 +310,7 @@ def _call(fn, req, what: str, label: str):
     try:
         resp = fn(req, timeout=RPC_TIMEOUT, metadata=(("bench-label", label),))
     except grpc.RpcError as e:
-        raise RpcFailed(f"{what}: gRPC {e.code().name}: {e.details()}") from None
+        raise RpcFailed(f"{what}: gRPC {e.code().name}: {e.details()}", code=e.code().name) from None
     _check(resp, what)
     return resp
 
@@ -330,18 +395,27 @@ def _files(specs) -> list[dict]:
 class Bench:
     def __init__(self, args):
         self.args = args
+        self.engines: list[str] = args.engines
         self.gen = bd.Generator(DATA_ROOT, args.seed, args.scale)
-        self.results: list[dict] = []   # reported workloads
-        self.setup: list[dict] = []     # setup steps (growth appends, history load)
+        self.results: list[dict] = []   # reported workloads, one row per engine
+        self.setup: list[dict] = []     # setup steps (growth appends, history load), one row per engine
         self.failures: list[str] = []
         self.checks: list[dict] = []
         self.events: list[str] = []
         self.restarts = 0
-        self.server: Optional[Server] = None
+        self.servers: dict[str, Server] = {}
+        self.engine = self.engines[0]   # the engine the current server call goes to
+        self.startup: dict[str, list[float]] = {e: [] for e in self.engines}
+        self.t0 = time.monotonic()
         self.n = self.gen.n
         self.N = self.n(1_000_000)
         self.U = self.n(100_000)
         self.growth_sizes = [self.N, self.n(3_000_000), self.n(10_000_000)]
+
+    def log(self, msg: str) -> None:
+        """A progress line: UTC time and minutes since the start of the run."""
+        now = dt.datetime.now(dt.timezone.utc).strftime("%H:%M:%S")
+        print(f"[{now} +{(time.monotonic() - self.t0) / 60:5.1f}m] {msg}", flush=True)
 
     # ---- files -----------------------------------------------------------------------------
     def files(self) -> dict:
@@ -382,93 +456,142 @@ class Bench:
                     ids = np.concatenate([g.sample_existing(f"g_upsert_{i}", U // 2, size),
                                           NEW_KEY_BASE + i * 10 ** 9 + np.arange(U - U // 2, dtype=np.int64)])
                     f[f"g_upsert_{i}"] = g.wide_rows(f"g_upsert_{i}", shuffle(f"g_upsert_{i}", ids), 5 + i)
+                # "recent": 90% of the existing keys among the newest 10% of the appended keys 0..size-1
+                # (new keys in their own range, after the uniform upsert's)
+                ids = np.concatenate([g.sample_recent(f"g_recent_{i}", U // 2, size),
+                                      NEW_KEY_BASE + i * 10 ** 9 + RECENT_NEW_KEY_OFFSET
+                                      + np.arange(U - U // 2, dtype=np.int64)])
+                f[f"g_recent_{i}"] = g.wide_rows(f"g_recent_{i}", shuffle(f"g_recent_{i}", ids), 5 + i)
                 prev = size
         return f
 
     # ---- one measured step -----------------------------------------------------------------
     def step(self, name: str, *, rows: int, specs=(), server_fn: Callable[[], None],
              baseline_fn: Optional[Callable[[], dict]], table_size: Optional[int] = None, setup=False,
-             table: Optional[str] = None) -> dict:
+             table: Optional[str] = None, engines: Optional[list[str]] = None, extra: Optional[dict] = None
+             ) -> dict[str, dict]:
+        """One workload step: server_fn on each engine's server in turn (self.engine says which), then
+        baseline_fn ONCE; the baseline's figures are copied into each engine's row. Returns engine -> row."""
+        engines = engines or self.engines
         in_bytes = sum(s.bytes for s in specs)
-        r = {"workload": name, "rows": rows, "files": len(specs), "input_bytes": in_bytes, "table_size": table_size,
-             "loadavg_before": round(os.getloadavg()[0], 2)}
-        print(f"  {name}: {rows:,} rows, {len(specs)} files, {in_bytes / 1e6:.1f} MB ...", flush=True)
+        base = {"workload": name, "rows": rows, "files": len(specs), "input_bytes": in_bytes, "table_size": table_size,
+                **(extra or {})}
+        self.log(f"{name}: {rows:,} rows, {len(specs)} files, {in_bytes / 1e6:.1f} MB")
+        out: dict[str, dict] = {}
+        for e in engines:
+            self.engine = e
+            r = {**base, "engine": e, "loadavg_before": round(os.getloadavg()[0], 2)}
+            self._server_part(r, name, server_fn)
+            out[e] = r
+        bl: dict = {}
+        if baseline_fn is not None:
+            bl = self._baseline_part(name, baseline_fn)
+        for e, r in out.items():
+            self.engine = e
+            r.update(bl)
+            if r.get("server_s") and r.get("baseline_s"):
+                r["ratio"] = r["server_s"] / r["baseline_s"]
+            if r.get("server_s"):
+                r["rows_per_s"] = rows / r["server_s"]
+                r["mb_per_s"] = in_bytes / 1e6 / r["server_s"] if in_bytes else None
+            if table and r.get("server_s") is not None:
+                r.update(self.verify(table))
+            print(f"    {e}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in r.items()
+                                          if k in ("server_s", "server_outcome", "baseline_s", "ratio", "rows_per_s",
+                                                   "server_peak_rss", "baseline_peak_rss", "server_cpu_s",
+                                                   "rows_server", "rows_baseline", "equal")), flush=True)
+            (self.setup if setup else self.results).append(r)
+        return out
+
+    def _server_part(self, r: dict, name: str, server_fn: Callable[[], None]) -> None:
+        e = self.engine
+        key = f"server:{e}"
         srv = psutil.Process(self.server.proc.pid)
         self.sampler.reset()
-        r["server_rss_before"] = self.sampler.peak("server")
+        r["server_rss_before"] = self.sampler.peak(key)
         cpu0 = _tree_cpu(srv)
         t = time.perf_counter()
         try:
             server_fn()
             r["server_s"] = time.perf_counter() - t
-        except Exception as e:  # noqa: BLE001
+            r["server_outcome"] = "ok"
+        except Exception as exc:  # noqa: BLE001
             took = time.perf_counter() - t
             r["server_s"] = None
             r["server_failed_after_s"] = took
-            r["server_error"] = str(e)[:2000]
+            r["server_error"] = str(exc)[:2000]
             time.sleep(0.3)
-            capped = self.sampler.capped.get("server")
+            capped = self.sampler.capped.get(key)
             if capped:
-                r["server_error"] = (f"killed by the benchmark after {took:.0f} s: server RSS reached "
+                r["server_outcome"] = "killed"
+                r["server_error"] = (f"killed by the benchmark after {took:.0f} s: server process tree RSS reached "
                                      f"{capped / 1024 ** 3:.1f} GB, over the {self.args.rss_cap_gb:g} GB safety cap "
-                                     f"(target 2 GB) | {r['server_error'][:300]}")
+                                     f"| {r['server_error'][:300]}")
+            elif isinstance(exc, RpcFailed) and exc.code == "RESOURCE_EXHAUSTED":
+                r["server_outcome"] = "refused"
+                r["server_error"] = "refused by the memory guard (gRPC RESOURCE_EXHAUSTED) | " + r["server_error"]
             elif not self.server.alive():
+                r["server_outcome"] = "died"
                 r["server_error"] += " | server process died: " + self.server.log_tail(1500)
-            self.failures.append(f"{name}: {r['server_error']}")
-            print(f"    SERVER FAILED after {took:.1f}s: {r['server_error'][:500]}", flush=True)
+            else:
+                r["server_outcome"] = "failed"
+            self.failures.append(f"{name} [{e}]: {r['server_error']}")
+            self.log(f"    {e}: SERVER {r['server_outcome'].upper()} after {took:.1f}s: {r['server_error'][:500]}")
         r["server_cpu_s"] = _tree_cpu(srv) if self.server.alive() else None
         if r["server_cpu_s"] is not None:
             r["server_cpu_s"] -= cpu0
-        r["server_peak_rss"] = self.sampler.peak("server")
+        r["server_peak_rss"] = self.sampler.peak(key)
+        r["server_peak_parts"] = self.sampler.peak_parts.get(key)
         if not self.server.alive():
             self.restart_server(f"after the failure of {name}")
-        if baseline_fn is not None:
-            self.sampler.reset()
-            try:
-                res = baseline_fn()
-                r["baseline_s"] = res["seconds"]
-                r["baseline_read_s"] = res.get("read_s")
-                r["baseline_write_s"] = res.get("write_s")
-            except Exception as e:  # noqa: BLE001
-                r["baseline_s"] = None
-                r["baseline_error"] = str(e)[-2000:]
-                time.sleep(0.3)
-                if self.sampler.capped.get("baseline"):
-                    r["baseline_error"] = (f"killed by the benchmark: baseline RSS over the "
-                                           f"{self.args.rss_cap_gb:g} GB safety cap")
-                self.failures.append(f"{name} (baseline): {r['baseline_error'][-600:]}")
-                print(f"    BASELINE FAILED: {r['baseline_error'][-800:]}", flush=True)
-            r["baseline_peak_rss"] = self.sampler.peak("baseline")
-            if not self.bl.proc.is_alive():
-                self.restart_baseline(f"after the baseline failure of {name}")
-        if r.get("server_s") and r.get("baseline_s"):
-            r["ratio"] = r["server_s"] / r["baseline_s"]
-        if r.get("server_s"):
-            r["rows_per_s"] = rows / r["server_s"]
-            r["mb_per_s"] = in_bytes / 1e6 / r["server_s"] if in_bytes else None
-        if table and r.get("server_s") is not None:
-            r.update(self.verify(table))
-        print("    " + ", ".join(f"{k}={_fmt(v)}" for k, v in r.items()
-                                 if k in ("server_s", "baseline_s", "ratio", "rows_per_s", "server_peak_rss",
-                                          "baseline_peak_rss", "server_cpu_s", "rows_server", "rows_baseline",
-                                          "equal")), flush=True)
-        (self.setup if setup else self.results).append(r)
+
+    def _baseline_part(self, name: str, baseline_fn: Callable[[], dict]) -> dict:
+        r: dict = {}
+        self.sampler.reset()
+        try:
+            res = baseline_fn()
+            r["baseline_s"] = res["seconds"]
+            r["baseline_read_s"] = res.get("read_s")
+            r["baseline_write_s"] = res.get("write_s")
+        except Exception as exc:  # noqa: BLE001
+            r["baseline_s"] = None
+            r["baseline_error"] = str(exc)[-2000:]
+            time.sleep(0.3)
+            if self.sampler.capped.get("baseline"):
+                r["baseline_error"] = (f"killed by the benchmark: baseline RSS over the "
+                                       f"{self.args.rss_cap_gb:g} GB safety cap")
+            self.failures.append(f"{name} (baseline): {r['baseline_error'][-600:]}")
+            self.log(f"    BASELINE FAILED: {r['baseline_error'][-800:]}")
+        r["baseline_peak_rss"] = self.sampler.peak("baseline")
+        if not self.bl.proc.is_alive():
+            self.restart_baseline(f"after the baseline failure of {name}")
         return r
+
+    @property
+    def server(self) -> Server:
+        return self.servers[self.engine]
 
     @property
     def stub(self):
         return self.server.stub  # looked up per call: the server may have been restarted
 
-    def restart_server(self, why: str) -> None:
-        """A new server process on the same warehouse (the tables stay)."""
-        if self.server is not None:
-            self.server.stop()
+    def start_server(self, engine: str, why: str) -> None:
+        """A (new) server process for `engine` on that engine's warehouse (its tables stay)."""
+        old = self.servers.get(engine)
+        if old is not None:
+            old.stop()
         t = time.monotonic()
         self.restarts += 1
-        self.server = Server(self.warehouse, self.tmp / f"server-{self.restarts}.log")
-        self.sampler.watch("server", self.server.proc.pid)
-        self.events.append(f"server restarted {why} ({time.monotonic() - t:.1f} s to SERVING)")
-        print(f"    server restarted {why}", flush=True)
+        srv = Server(self.warehouses[engine], self.tmp / f"server-{engine}-{self.restarts}.log", engine=engine)
+        took = time.monotonic() - t
+        self.servers[engine] = srv
+        self.startup[engine].append(took)
+        self.sampler.watch(f"server:{engine}", srv.proc.pid)
+        self.events.append(f"{engine}: server started {why} ({took:.1f} s to SERVING)")
+        self.log(f"  {engine}: server started {why} ({took:.1f} s to SERVING)")
+
+    def restart_server(self, why: str) -> None:
+        self.start_server(self.engine, why)
 
     def restart_baseline(self, why: str) -> None:
         self.bl.stop()
@@ -477,7 +600,7 @@ class Bench:
         self.events.append(f"baseline worker restarted {why}")
 
     def verify(self, table: str) -> dict:
-        """Row counts of the server's and the baseline's tables (and full equality on small runs)."""
+        """Row counts of the current engine's and the baseline's tables (and full equality on small runs)."""
         out = {}
         try:
             out["rows_server"] = self.bl.call("count", path=self.srv_path(table))["rows"]
@@ -489,17 +612,19 @@ class Bench:
                     out["compare_note"] = c["why"]
         except Exception as e:  # noqa: BLE001
             out["verify_error"] = str(e)[-500:]
-        self.checks.append({"table": table, **out})
+        self.checks.append({"table": table, "engine": self.engine, **out})
         return out
 
     def srv_path(self, table: str) -> str:
-        return str(self.warehouse / SCHEMA / table)
+        return str(self.warehouses[self.engine] / SCHEMA / table)
 
     def bl_path(self, table: str) -> str:
         return str(self.bl_root / table)
 
     def _create(self, table: TableSchema) -> None:
-        create_table(self.server.stub, table)
+        for e in self.engines:
+            self.engine = e
+            create_table(self.server.stub, table)
         self.bl.call("create", path=self.bl_path(table.name), table=table.name)
 
     # ---- workloads -------------------------------------------------------------------------
@@ -509,31 +634,34 @@ class Bench:
         if not chain:
             return
         self._create(W)
-        r = self.step("initial_load", rows=self.N, specs=f["init"], table="wide", table_size=0,
-                      server_fn=lambda: write_batch(self.stub, W, replace=f["init"], label="initial_load"),
-                      baseline_fn=lambda: self.bl.call("load", path=self.bl_path("wide"), table="wide",
-                                                       files=_files(f["init"])))
-        if r.get("server_s") is None:
+        out = self.step("initial_load", rows=self.N, specs=f["init"], table="wide", table_size=0,
+                        server_fn=lambda: write_batch(self.stub, W, replace=f["init"], label="initial_load"),
+                        baseline_fn=lambda: self.bl.call("load", path=self.bl_path("wide"), table="wide",
+                                                         files=_files(f["init"])))
+        engines = [e for e, r in out.items() if r.get("server_s") is not None]
+        if not engines:
             return
         if "upsert" in chain:
-            self.step("upsert", rows=self.U, specs=f["upsert"], table="wide", table_size=self.N,
+            self.step("upsert", rows=self.U, specs=f["upsert"], table="wide", table_size=self.N, engines=engines,
                       server_fn=lambda: write_batch(self.stub, W, replace=f["upsert"], label="upsert"),
                       baseline_fn=lambda: self.bl.call("upsert", path=self.bl_path("wide"), table="wide",
                                                        files=_files(f["upsert"])))
         if "partial_update" in chain:
             self.step("partial_update", rows=self.U, specs=f["update"], table="wide", table_size=self.N + self.U // 2,
+                      engines=engines,
                       server_fn=lambda: write_batch(self.stub, W, update=f["update"], label="partial_update"),
                       baseline_fn=lambda: self.bl.call("update", path=self.bl_path("wide"), table="wide",
                                                        files=_files(f["update"])))
         if "hard_delete" in chain:
             self.step("hard_delete", rows=self.U, specs=f["delete"], table="wide", table_size=self.N + self.U // 2,
+                      engines=engines,
                       server_fn=lambda: write_batch(self.stub, W, delete=f["delete"], label="hard_delete"),
                       baseline_fn=lambda: self.bl.call("delete", path=self.bl_path("wide"), table="wide",
                                                        files=_files(f["delete"])))
         if "soft_truncate" in chain:
-            size = self.bl.call("count", path=self.srv_path("wide"))["rows"]
+            size = self.bl.call("count", path=self.bl_path("wide"))["rows"]
             before = dt.datetime.fromtimestamp(bd.TRUNCATE_BEFORE_MS / 1000, dt.timezone.utc)
-            self.step("soft_truncate", rows=size, table="wide", table_size=size,
+            self.step("soft_truncate", rows=size, table="wide", table_size=size, engines=engines,
                       server_fn=lambda: soft_truncate(self.stub, W, bd.TRUNCATE_BEFORE_MS, label="soft_truncate"),
                       baseline_fn=lambda: self.bl.call("soft_truncate", path=self.bl_path("wide"),
                                                        before_iso=before.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
@@ -551,15 +679,17 @@ class Bench:
     def run_history(self, f: dict) -> None:
         H = bd.HISTORY
         self._create(H)
-        r = self.step("history: initial load (setup)", rows=self.N, specs=f["hist_init"], table="hist", table_size=0,
-                      setup=True,
-                      server_fn=lambda: write_history_batch(self.stub, H, replace=f["hist_init"], label="history_load"),
-                      baseline_fn=lambda: self.bl.call("load", path=self.bl_path("hist"), table="hist",
-                                                       files=_files(f["hist_init"])))
-        if r.get("server_s") is None:
+        out = self.step("history: initial load (setup)", rows=self.N, specs=f["hist_init"], table="hist",
+                        table_size=0, setup=True,
+                        server_fn=lambda: write_history_batch(self.stub, H, replace=f["hist_init"],
+                                                              label="history_load"),
+                        baseline_fn=lambda: self.bl.call("load", path=self.bl_path("hist"), table="hist",
+                                                         files=_files(f["hist_init"])))
+        engines = [e for e, r in out.items() if r.get("server_s") is not None]
+        if not engines:
             return
         specs = f["hist_earliest"] + f["hist_versions"]
-        self.step("history", rows=self.U, specs=specs, table="hist", table_size=self.N,
+        self.step("history", rows=self.U, specs=specs, table="hist", table_size=self.N, engines=engines,
                   server_fn=lambda: write_history_batch(self.stub, H, earliest=f["hist_earliest"],
                                                         replace=f["hist_versions"], label="history"),
                   baseline_fn=lambda: self.bl.call("history", path=self.bl_path("hist"), table="hist",
@@ -567,44 +697,51 @@ class Bench:
                                                    replace=_files(f["hist_versions"])))
 
     def run_growth(self, f: dict) -> None:
-        """Grow a second wide table 1M -> 3M -> 10M with 1M-row WriteBatch appends (the initial-load
-        path) and measure the 100k upsert at each size, each on a freshly started server so the peak RSS
-        belongs to that upsert at that table size (what a long-running server accumulates shows in the
-        setup steps' RSS). If an append fails (e.g. killed at the RSS cap), the rest of that growth table
-        is appended with delta-rs straight into the server's table, so the upsert can still be measured."""
+        """Grow one wide table per engine 1M -> 3M -> 10M with 1M-row WriteBatch appends (the initial-load
+        path) and at each size measure two 100k upserts, first with existing keys uniform over the table,
+        then with 90% of them among the newest 10% of keys; each upsert on freshly started servers so the
+        peak RSS belongs to that upsert at that table size (what a long-running server accumulates shows in
+        the setup steps). The baseline applies every file once. If an engine's append fails (e.g. killed at
+        the RSS cap), the rest of that engine's table is appended with delta-rs straight into its warehouse,
+        so its upserts can still be measured."""
         G = bd.TABLES["growth"]
         self._create(G)
         sizes = self.growth_sizes
         per_req = self.n(bd.ROWS_PER_REQUEST)
         small = self.args.scale <= 0.05
-        direct = False
+        direct = {e: False for e in self.engines}
+
+        def append_direct(req) -> None:
+            self.bl.call("load", path=self.srv_path("growth"), table="growth", files=_files(req))
 
         def load(group: str, size_before: int, label: str) -> None:
-            nonlocal direct
             for j, req in enumerate(bd.chunked(f[group], per_req)):
                 rows = sum(s.rows for s in req)
                 name = f"growth: append {rows:,} rows at {size_before:,} ({label} {j + 1})"
-                if direct:
-                    self.step(name + " [delta-rs direct]", rows=rows, specs=req, setup=True, table_size=size_before,
-                              server_fn=lambda req=req: self.bl.call("load", path=self.srv_path("growth"),
-                                                                     table="growth", files=_files(req)),
-                              baseline_fn=lambda req=req: self.bl.call("load", path=self.bl_path("growth"),
-                                                                       table="growth", files=_files(req)))
-                else:
-                    r = self.step(name, rows=rows, specs=req, setup=True, table_size=size_before,
-                                  table="growth" if small else None,
-                                  server_fn=lambda req=req, j=j: write_batch(self.stub, G, replace=req,
-                                                                             label=f"growth_{group}_{j}"),
-                                  baseline_fn=lambda req=req: self.bl.call("load", path=self.bl_path("growth"),
-                                                                           table="growth", files=_files(req)))
-                    if r.get("server_s") is None:
-                        direct = True
-                        self.events.append(f"growth: WriteBatch append failed at {size_before:,} rows; the rest of "
-                                           "the growth table is appended with delta-rs directly into the server's table")
-                        self.step(name + " [delta-rs direct, after the server failed]", rows=rows, specs=req,
-                                  setup=True, table_size=size_before, baseline_fn=None,
-                                  server_fn=lambda req=req: self.bl.call("load", path=self.srv_path("growth"),
+                was_direct = dict(direct)
+
+                def srv(req=req, j=j) -> None:
+                    if direct[self.engine]:
+                        append_direct(req)
+                    else:
+                        write_batch(self.stub, G, replace=req, label=f"growth_{group}_{j}")
+
+                out = self.step(name, rows=rows, specs=req, setup=True, table_size=size_before,
+                                table="growth" if small else None, server_fn=srv,
+                                baseline_fn=lambda req=req: self.bl.call("load", path=self.bl_path("growth"),
                                                                          table="growth", files=_files(req)))
+                for e, r in out.items():
+                    if was_direct[e]:
+                        r["workload"] += " [delta-rs direct]"
+                        r["direct"] = True
+                    elif r.get("server_s") is None:
+                        direct[e] = True
+                        self.events.append(f"{e}: growth WriteBatch append failed at {size_before:,} rows; the rest "
+                                           "of its growth table is appended with delta-rs directly into its warehouse")
+                        dr = self.step(name + " [delta-rs direct, after the server failed]", rows=rows, specs=req,
+                                       setup=True, table_size=size_before, baseline_fn=None, engines=[e],
+                                       server_fn=lambda req=req: append_direct(req))
+                        dr[e]["direct"] = True
                 size_before += rows
 
         load("init", 0, "load")
@@ -612,27 +749,33 @@ class Bench:
         for i, size in enumerate(sizes):
             if i:
                 load(f"g_append_{i}", sizes[i - 1] + extra, "append")
-            group = "upsert" if i == 0 else f"g_upsert_{i}"
-            self.restart_server(f"(fresh server for the growth upsert at {size:,} rows)")
-            # warm-up outside the measurement: the first request on a new server reads the table's metadata
-            self.stub.DescribeTable(pb.DescribeTableRequest(schema_name=SCHEMA, table_name=G.name), timeout=600)
-            self.step(f"growth: upsert at {size / 1e6:g}M", rows=self.U, specs=f[group], table="growth",
-                      table_size=size + extra,
-                      server_fn=lambda group=group, i=i: write_batch(self.stub, G, replace=f[group],
-                                                                     label=f"growth_upsert_{i}"),
-                      baseline_fn=lambda group=group: self.bl.call("upsert", path=self.bl_path("growth"),
-                                                                   table="growth", files=_files(f[group])))
-            extra += self.U - self.U // 2
+            for dist in DISTRIBUTIONS:
+                group = f"g_recent_{i}" if dist == "recent" else ("upsert" if i == 0 else f"g_upsert_{i}")
+                for e in self.engines:
+                    self.engine = e
+                    self.restart_server(f"(fresh server for the growth upsert at {size:,} rows, {dist})")
+                    # warm-up outside the measurement: the first request on a new server reads the table's metadata
+                    self.stub.DescribeTable(pb.DescribeTableRequest(schema_name=SCHEMA, table_name=G.name),
+                                            timeout=600)
+                self.step(f"growth: upsert at {size / 1e6:g}M ({dist})", rows=self.U, specs=f[group],
+                          table="growth", table_size=size + extra,
+                          extra={"growth_size": size, "distribution": dist},
+                          server_fn=lambda group=group, i=i, dist=dist: write_batch(
+                              self.stub, G, replace=f[group], label=f"growth_upsert_{i}_{dist}"),
+                          baseline_fn=lambda group=group: self.bl.call("upsert", path=self.bl_path("growth"),
+                                                                       table="growth", files=_files(f[group])))
+                extra += self.U - self.U // 2
 
     # ---- profiles --------------------------------------------------------------------------
     def run_profiles(self, f: dict) -> dict:
-        """Initial load and incremental upsert again, on a server with pyinstrument in its handlers."""
+        """Initial load and incremental upsert again, on an embedded-Sail server with pyinstrument in its
+        handlers (the Spark engine's time is in its JVM, which pyinstrument cannot see)."""
         out_dir = self.tmp / "profiles"
         wh = self.tmp / "warehouse-profile"
-        print("profiling: server under pyinstrument (initial load, upsert)", flush=True)
+        self.log("profiling: sail server under pyinstrument (initial load, upsert)")
         srv = Server(wh, self.tmp / "server-profile.log",
                      command=[sys.executable, str(ROOT / "scripts" / "bench_profile_server.py")],
-                     env={"BENCH_PROFILE_DIR": str(out_dir)})
+                     env={"BENCH_PROFILE_DIR": str(out_dir)}, engine="sail")
         prof = {}
         try:
             create_table(srv.stub, bd.WIDE)
@@ -646,7 +789,7 @@ class Bench:
                     continue
                 prof[label] = {"seconds": took, **summarize_profile(out_dir / f"{label}.pyisession",
                                                                      out_dir / f"{label}.txt")}
-                print(f"  {label}: {took:.1f}s under the profiler", flush=True)
+                self.log(f"  {label}: {took:.1f}s under the profiler")
         finally:
             srv.stop()
         return prof
@@ -664,14 +807,14 @@ class Bench:
                     chain.append(x)
         self.selected = chain
         started = dt.datetime.now(dt.timezone.utc)
-        print(f"workloads: {', '.join(chain)} (scale {a.scale:g}, seed {a.seed})", flush=True)
-        print(f"generating / reusing batch files under {self.gen.dir}", flush=True)
+        self.log(f"workloads: {', '.join(chain)} on {', '.join(self.engines)} (scale {a.scale:g}, seed {a.seed})")
+        self.log(f"generating / reusing batch files under {self.gen.dir}")
         t = time.monotonic()
         f = self.files()
         gen_s = time.monotonic() - t
         DATA_ROOT.mkdir(exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix="run-", dir=DATA_ROOT))
-        self.warehouse = self.tmp / "warehouse"
+        self.warehouses = {e: self.tmp / f"warehouse-{e}" for e in self.engines}
         self.bl_root = self.tmp / "baseline"
         self.bl_root.mkdir()
         facts = machine_facts()
@@ -679,13 +822,16 @@ class Bench:
         self.sampler.start()
         self.bl = BaselineProc()
         self.sampler.watch("baseline", self.bl.pid)
-        print(f"starting the server (warehouse {self.warehouse})", flush=True)
-        t = time.monotonic()
-        self.server = Server(self.warehouse, self.tmp / "server.log")
-        startup_s = time.monotonic() - t
-        self.sampler.watch("server", self.server.proc.pid)
-        idle_rss = _tree_rss(psutil.Process(self.server.proc.pid))
+        idle_rss, tree = {}, {}
+        for e in self.engines:
+            self.start_server(e, f"(warehouse {self.warehouses[e]})")
+            time.sleep(1.0)  # let the engine settle before the idle figures
+            idle_rss[e], tree[e] = _tree_rss(psutil.Process(self.servers[e].proc.pid)), _tree_names(
+                psutil.Process(self.servers[e].proc.pid))
+            self.log(f"  {e}: idle process tree {_gb(idle_rss[e])}: {', '.join(tree[e])}")
+        first_start = {e: self.startup[e][0] for e in self.engines}
         profiles = {}
+        server_log = ""
         try:
             self.run_wide_chain(f)
             if "narrow_load" in chain:
@@ -695,12 +841,13 @@ class Bench:
             if "growth" in chain:
                 self.run_growth(f)
         finally:
+            for srv in self.servers.values():
+                srv.stop()
             server_log = "\n".join(
                 (self.tmp / n).read_text(errors="replace") for n in sorted(os.listdir(self.tmp)) if n.startswith("server"))
-            self.server.stop()
             self.bl.stop()
             self.sampler.stop()
-        if not a.no_profile and "init" in f and "upsert" in f:
+        if not a.no_profile and "init" in f and "upsert" in f and "sail" in self.engines:
             try:
                 profiles = self.run_profiles(f)
             except Exception as e:  # noqa: BLE001
@@ -710,12 +857,14 @@ class Bench:
             "started": started.isoformat(timespec="seconds"),
             "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join([".venv/bin/python", "scripts/bench.py", *sys.argv[1:]]),
-            "scale": a.scale, "seed": a.seed, "machine": facts,
+            "scale": a.scale, "seed": a.seed, "machine": facts, "engines": self.engines,
+            "spark_driver_memory": os.environ.get("DELTA_DESTINATION_SPARK_DRIVER_MEMORY", "2g"),
             "loadavg_end": [round(x, 2) for x in os.getloadavg()],
             "generate_s": round(gen_s, 1), "generation": self.gen.meta,
-            "server_startup_s": startup_s, "server_idle_rss": idle_rss,
+            "server_startup_s": first_start, "server_restarts_s": self.startup,
+            "server_idle_rss": idle_rss, "server_tree": tree,
             "results": self.results, "setup": self.setup, "failures": self.failures, "events": self.events,
-            "rss_cap_gb": a.rss_cap_gb,
+            "rss_cap_gb": a.rss_cap_gb, "run_minutes": round((time.monotonic() - self.t0) / 60, 1),
             "server_severe_log": severe[-20:], "profiles": profiles,
             "files": {k: {"files": len(v), "rows": sum(s.rows for s in v), "bytes": sum(s.bytes for s in v)}
                       for k, v in f.items()},
@@ -723,7 +872,7 @@ class Bench:
         if not a.keep:
             shutil.rmtree(self.tmp, ignore_errors=True)
         else:
-            print(f"kept {self.tmp}", flush=True)
+            self.log(f"kept {self.tmp}")
         return res
 
 
@@ -827,7 +976,7 @@ def machine_facts() -> dict:
     except OSError:
         pass
     versions = {}
-    for pkg in ("pyspark-client", "pysail", "deltalake", "pyarrow", "grpcio", "zstandard", "cryptography", "numpy"):
+    for pkg in ("pyspark", "pyspark-client", "delta-spark", "pysail", "deltalake", "pyarrow", "grpcio", "zstandard", "cryptography", "numpy"):
         try:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
@@ -867,10 +1016,50 @@ def _rate(x) -> str:
     return "-" if not x else f"{x:,.0f}"
 
 
-def evaluate_targets(res: dict) -> list[dict]:
-    by = {r["workload"]: r for r in res["results"]}
+def _engines(res: dict) -> list[str]:
+    return res.get("engines") or ["sail"]  # results of runs before issue 8 were embedded Sail only
+
+
+def _per_engine(res: dict, key: str) -> dict:
+    v = res.get(key)
+    return v if isinstance(v, dict) else {"sail": v}
+
+
+def _eng(r: dict) -> str:
+    return r.get("engine", "sail")
+
+
+def _growth_upserts(res: dict, engine: str, dist: Optional[str] = None) -> list[dict]:
+    g = [r for r in res["results"] if r["workload"].startswith("growth: upsert") and _eng(r) == engine]
+    return [r for r in g if dist is None or r.get("distribution", "uniform") == dist]
+
+
+def _size(r: dict) -> int:
+    return r.get("growth_size") or r["table_size"]
+
+
+def _outcome_code(r: dict) -> str:
+    """ok | killed (at the RSS cap) | refused (by the memory guard) | died | failed."""
+    if r.get("server_outcome"):
+        return r["server_outcome"]
+    if r.get("server_s") is not None:
+        return "ok"
+    return "killed" if "killed by the benchmark" in (r.get("server_error") or "") else "failed"
+
+
+def _outcome(r: dict) -> str:
+    o = _outcome_code(r)
+    return {"ok": "ok", "killed": "killed at the RSS cap", "refused": "refused by the guard",
+            "died": "server died", "failed": "failed"}.get(o, o)
+
+
+def evaluate_engine_targets(res: dict, engine: str) -> list[dict]:
+    """Issue 4's targets, for one engine's rows."""
+    results = [r for r in res["results"] if _eng(r) == engine]
+    setup = [r for r in res["setup"] if _eng(r) == engine and not r.get("direct")]
+    by = {r["workload"]: r for r in results}
     t = []
-    ratios = [(r["workload"], r.get("ratio")) for r in res["results"]]
+    ratios = [(r["workload"], r.get("ratio")) for r in results]
     bad = [f"{w} ({r:.2f}x)" if r else f"{w} (failed)" for w, r in ratios if r is None or r > TARGET_RATIO]
     t.append({"target": f"every workload within {TARGET_RATIO}x of the bare delta-rs baseline",
               "met": not bad and bool(ratios), "detail": ("not within: " + ", ".join(bad)) if bad else "all within"})
@@ -884,66 +1073,140 @@ def evaluate_targets(res: dict) -> list[dict]:
         v = nl.get("rows_per_s")
         t.append({"target": f"narrow load >= {TARGET_NARROW_RPS:,} rows/s (4 columns)", "met": bool(v and v >= TARGET_NARROW_RPS),
                   "detail": f"{_rate(v)} rows/s"})
-    peaks = [r.get("server_peak_rss") or 0 for r in res["results"] + res["setup"]]
+    peaks = [r.get("server_peak_rss") or 0 for r in results + setup]
     if peaks:
         mx = max(peaks)
         t.append({"target": "server peak RSS <= 2 GB (every workload and setup step)", "met": mx <= TARGET_RSS,
                   "detail": f"max {_gb(mx)}"})
-    g = [r for r in res["results"] if r["workload"].startswith("growth: upsert")]
-    if len(g) >= 2 and all(r.get("server_peak_rss") for r in g):
-        first, last = g[0]["server_peak_rss"], g[-1]["server_peak_rss"]
-        failed = any(r.get("server_s") is None for r in g)
-        t.append({"target": f"server peak RSS not growing with table size (upsert at largest <= {RSS_GROWTH_TOLERANCE}x at smallest)",
-                  "met": not failed and last <= first * RSS_GROWTH_TOLERANCE,
-                  "detail": " -> ".join(f"{r['workload'].split(' at ')[-1]}: " + (
-                      _gb(r["server_peak_rss"]) if r.get("server_s") is not None
-                      else f">= {_gb(r['server_peak_rss'])} (killed at the cap)") for r in g)})
+    for dist in DISTRIBUTIONS:
+        g = _growth_upserts(res, engine, dist)
+        if len(g) >= 2 and all(r.get("server_peak_rss") for r in g):
+            first, last = g[0]["server_peak_rss"], g[-1]["server_peak_rss"]
+            failed = any(r.get("server_s") is None for r in g)
+            t.append({"target": f"server peak RSS not growing with table size ({dist} keys: upsert at largest <= "
+                                f"{RSS_GROWTH_TOLERANCE}x at smallest)",
+                      "met": not failed and last <= first * RSS_GROWTH_TOLERANCE,
+                      "detail": " -> ".join(f"{_size(r) / 1e6:g}M: " + (
+                          _gb(r["server_peak_rss"]) if r.get("server_s") is not None
+                          else f">= {_gb(r['server_peak_rss'])} ({_outcome(r)})") for r in g)})
+    return [{**x, "engine": engine} for x in t]
+
+
+def evaluate_issue8_targets(res: dict) -> list[dict]:
+    """Issue 8's targets: Spark's growth series within 4 GB and <= 2x slower at 10M than at 1M; the
+    largest table Sail upserts within 4 GB, and what happened beyond it."""
+    t = []
+    engines = _engines(res)
+    if "spark" in engines:
+        g = _growth_upserts(res, "spark")
+        steps = g + [r for r in res["setup"] if _eng(r) == "spark" and r["workload"].startswith("growth")]
+        if g:
+            largest = max(_size(r) for r in g)
+            failed = [r for r in steps if r.get("server_s") is None or r.get("direct")]
+            top = max(steps, key=lambda r: r.get("server_peak_rss") or 0)
+            mx = top.get("server_peak_rss") or 0
+            t.append({"target": f"Spark: the growth series to {largest / 1e6:g}M rows completes with process-tree peak "
+                                f"RSS <= {TARGET_TREE_RSS / 1024 ** 3:g} GB (JVM included)",
+                      "met": not failed and mx <= TARGET_TREE_RSS,
+                      "detail": f"max {_gb(mx)} over {len(steps)} steps (in {top['workload']}"
+                                + (f": {top['server_peak_parts']}" if top.get("server_peak_parts") else "") + ")"
+                                + (f"; {len(failed)} failed: " + ", ".join(f"{r['workload']} ({_outcome(r)})"
+                                                                          for r in failed[:4]) if failed else "")})
+        for dist in DISTRIBUTIONS:
+            gd = sorted(_growth_upserts(res, "spark", dist), key=_size)
+            if len(gd) >= 2:
+                a, b = gd[0], gd[-1]
+                ok = a.get("server_s") is not None and b.get("server_s") is not None
+                ratio = b["server_s"] / a["server_s"] if ok else None
+                t.append({"target": f"Spark: upsert ({dist} keys) at {_size(b) / 1e6:g}M <= {TARGET_GROWTH_SLOWDOWN:g}x "
+                                    f"the same upsert at {_size(a) / 1e6:g}M",
+                          "met": bool(ratio and ratio <= TARGET_GROWTH_SLOWDOWN),
+                          "detail": (f"{_s(a.get('server_s'))} s -> {_s(b.get('server_s'))} s ({ratio:.2f}x)" if ok
+                                     else f"{_outcome(a)} / {_outcome(b)}")})
+    if "sail" in engines:
+        for dist in DISTRIBUTIONS:
+            gd = sorted(_growth_upserts(res, "sail", dist), key=_size)
+            if not gd:
+                continue
+            within = [r for r in gd if r.get("server_s") is not None and (r.get("server_peak_rss") or 0) <= TARGET_TREE_RSS]
+            best = max((_size(r) for r in within), default=None)
+            beyond = [r for r in gd if best is None or _size(r) > best]
+            killed = [r for r in gd if _outcome_code(r) in ("killed", "died", "failed")]
+            detail = (f"largest within {TARGET_TREE_RSS / 1024 ** 3:g} GB: "
+                      + (f"{best / 1e6:g}M rows" if best else "none"))
+            if beyond:
+                detail += "; beyond: " + ", ".join(
+                    f"{_size(r) / 1e6:g}M {_outcome(r)} (peak {_gb(r.get('server_peak_rss'))}"
+                    + (f", {_s(r.get('server_s'))} s" if r.get("server_s") is not None else "") + ")" for r in beyond)
+            t.append({"target": f"Sail ({dist} keys): completes what it can without being killed; beyond, the guard "
+                                "refuses clearly",
+                      "met": not killed, "detail": detail})
     return t
 
 
+def evaluate_targets(res: dict) -> list[dict]:
+    out = evaluate_issue8_targets(res)
+    for e in _engines(res):
+        out += [{**x, "target": f"[{e}] {x['target']}"} for x in evaluate_engine_targets(res, e)]
+    return out
+
+
+PLOT_STYLE = {"sail": "tab:blue", "spark": "tab:orange"}
+
+
 def plot(res: dict, path: Path) -> bool:
-    g = [r for r in res["results"] if r["workload"].startswith("growth: upsert")]
-    if not g:
+    if not any(r["workload"].startswith("growth: upsert") for r in res["results"]):
         return False
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    x = [r["table_size"] / 1e6 for r in g]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    ax1.plot(x, [r.get("rows_per_s") or np.nan for r in g], "o-", label="server (gRPC + Sail)")
-    ax1.plot(x, [r["rows"] / r["baseline_s"] if r.get("baseline_s") else np.nan for r in g], "s--",
-             label="bare delta-rs baseline")
-    ax1.set_xscale("log")
-    ax1.set_xlabel("table size (million rows)")
-    ax1.set_ylabel(f"rows/s ({g[0]['rows']:,}-row upsert, 50% new keys)")
-    ax1.set_title("Incremental upsert throughput")
-    ax1.grid(True, which="both", alpha=0.3)
-    ax1.legend()
-    ok = [r.get("server_s") is not None for r in g]
-    ax2.plot(x, [(r.get("server_peak_rss") or 0) / 1024 ** 3 for r in g], "o-", label="server peak RSS")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
     cap = res.get("rss_cap_gb")
-    for xi, r, good in zip(x, g, ok):
-        if not good:
-            ax2.plot([xi], [(r.get("server_peak_rss") or 0) / 1024 ** 3], "rx", ms=12, mew=2)
-            ax2.annotate(f"killed at the {cap:g} GB cap\n(needs more)" if cap else "server failed", (xi, (r.get("server_peak_rss") or 0) / 1024 ** 3),
-                         textcoords="offset points", xytext=(-10, -30), ha="right", fontsize=8, color="red")
-            ax1.axvline(xi, color="red", lw=0.8, ls=":")
-            ax1.annotate("server failed", (xi, ax1.get_ylim()[0]), textcoords="offset points", xytext=(-4, 8),
-                         ha="right", fontsize=8, color="red", rotation=90)
-    ax2.plot(x, [(r.get("baseline_peak_rss") or 0) / 1024 ** 3 for r in g], "s--", label="baseline peak RSS")
-    ax2.axhline(2.0, color="red", lw=0.8, ls=":", label="2 GB target")
-    ax2.set_xscale("log")
-    ax2.set_xlabel("table size (million rows)")
-    ax2.set_ylabel("GB")
+    xs: set = set()
+    base_done = set()
+    for e in _engines(res):
+        for dist in DISTRIBUTIONS:
+            g = sorted(_growth_upserts(res, e, dist), key=_size)
+            if not g:
+                continue
+            x = [_size(r) / 1e6 for r in g]
+            xs.update(x)
+            ls = "-" if dist == "uniform" else "--"
+            color = PLOT_STYLE.get(e)
+            ax1.plot(x, [r.get("server_s") or np.nan for r in g], "o" + ls, color=color, label=f"{e}, {dist} keys")
+            ax2.plot(x, [(r.get("server_peak_rss") or 0) / 1024 ** 3 for r in g], "o" + ls, color=color,
+                     label=f"{e}, {dist} keys")
+            if dist not in base_done:  # one shared baseline
+                base_done.add(dist)
+                ax1.plot(x, [r.get("baseline_s") or np.nan for r in g], "s" + ls, color="gray", alpha=0.7,
+                         label=f"delta-rs baseline, {dist} keys")
+            for xi, r in zip(x, g):
+                if r.get("server_s") is None:
+                    y = (r.get("server_peak_rss") or 0) / 1024 ** 3
+                    ax2.plot([xi], [y], "x", color="red", ms=12, mew=2)
+                    what = (f"killed at the {cap:g} GB cap" if _outcome_code(r) == "killed" and cap
+                            else _outcome(r))
+                    ax2.annotate(f"{e} {dist}: {what}", (xi, y), textcoords="offset points", xytext=(-8, -14),
+                                 ha="right", fontsize=7, color="red")
+    n_rows = next(r["rows"] for r in res["results"] if r["workload"].startswith("growth: upsert"))
+    ax1.set_yscale("log")
+    ax1.set_ylabel(f"seconds ({n_rows:,}-row upsert, 50% new keys; log scale)")
+    ax1.set_title("Incremental upsert time")
+    ax2.axhline(TARGET_TREE_RSS / 1024 ** 3, color="red", lw=0.8, ls=":", label="4 GB target")
+    ax2.set_ylabel("GB (process tree, JVM included)")
     ax2.set_title("Peak RSS during the upsert")
-    ax2.grid(True, which="both", alpha=0.3)
-    ax2.legend()
     for ax in (ax1, ax2):
-        ax.set_xticks(x)
-        ax.set_xticklabels([f"{v:.3g}" for v in x])
-    fig.suptitle(f"Growth: the incremental upsert at increasing table size (scale {res['scale']:g})")
+        ax.set_xscale("log")
+        ax.set_xlabel("table size (million rows)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        ticks = sorted(xs)
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{v:.3g}" for v in ticks])
+    fig.suptitle(f"Growth: the incremental upsert at increasing table size, per engine and key distribution "
+                 f"(scale {res['scale']:g})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -954,8 +1217,8 @@ def _row(r: dict) -> str:
     mbps = r.get("mb_per_s")
     cpu = r.get("server_cpu_s")
     ratio = r.get("ratio")
-    err = " (server failed)" if r.get("server_error") else ""
-    return (f"| {r['workload']}{err} | {r['rows']:,} | {r['input_bytes'] / 1e6:.1f} | {_s(r.get('server_s'))} | "
+    err = f" ({_outcome(r)})" if r.get("server_error") else ""
+    return (f"| {r['workload']}{err} | {_eng(r)} | {r['rows']:,} | {r['input_bytes'] / 1e6:.1f} | {_s(r.get('server_s'))} | "
             f"{_rate(r.get('rows_per_s'))} | {'-' if not mbps else format(mbps, '.1f')} | "
             f"{_gb(r.get('server_rss_before'))} | {_gb(r.get('server_peak_rss'))} | "
             f"{'-' if cpu is None else format(cpu, '.1f')} | "
@@ -963,9 +1226,67 @@ def _row(r: dict) -> str:
             f"{'-' if not ratio else format(ratio, '.2f') + 'x'} |")
 
 
-TABLE_HEAD = ("| workload | rows | input MB | server s | rows/s | MB/s | server RSS before | server peak RSS | "
+TABLE_HEAD = ("| workload | engine | rows | input MB | server s | rows/s | MB/s | server RSS before | server peak RSS | "
               "server CPU s | baseline s | baseline peak RSS | server/baseline |\n"
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+
+def comparison_table(res: dict) -> list[str]:
+    """One row per workload, the engines side by side against the one shared baseline."""
+    engines = _engines(res)
+    order: list[str] = []
+    cell: dict = {}
+    for r in res["results"]:
+        if r["workload"] not in order:
+            order.append(r["workload"])
+        cell[(r["workload"], _eng(r))] = r
+    head = "| workload | baseline s | " + " | ".join(f"{e} s | {e} peak RSS | {e}/baseline" for e in engines) + " |"
+    sep = "|---|---:|" + "---:|---:|---:|" * len(engines)
+    lines = [head, sep]
+    for w in order:
+        any_r = next(cell[(w, e)] for e in engines if (w, e) in cell)
+        parts = [w, _s(any_r.get("baseline_s"))]
+        for e in engines:
+            r = cell.get((w, e))
+            if r is None:
+                parts += ["-", "-", "-"]
+                continue
+            parts += [_s(r.get("server_s")) if r.get("server_s") is not None else _outcome(r),
+                      _gb(r.get("server_peak_rss")),
+                      format(r["ratio"], ".2f") + "x" if r.get("ratio") else "-"]
+        lines.append("| " + " | ".join(parts) + " |")
+    return lines
+
+
+def growth_table(res: dict) -> list[str]:
+    """Upsert seconds and tree peak RSS per engine x key distribution x table size."""
+    sizes = sorted({_size(r) for r in res["results"] if r["workload"].startswith("growth: upsert")})
+    if not sizes:
+        return []
+    head = "| engine | keys | " + " | ".join(f"{s / 1e6:g}M s | {s / 1e6:g}M peak RSS" for s in sizes) + \
+           f" | {sizes[-1] / 1e6:g}M / {sizes[0] / 1e6:g}M |"
+    lines = [head, "|---|---|" + "---:|---:|" * len(sizes) + "---:|"]
+    rows = [("delta-rs baseline", None)] + [(e, e) for e in _engines(res)]
+    for label, e in rows:
+        for dist in DISTRIBUTIONS:
+            g = {_size(r): r for r in _growth_upserts(res, e or _engines(res)[0], dist)}
+            if not g:
+                continue
+            parts = [label, dist]
+            for s in sizes:
+                r = g.get(s)
+                if r is None:
+                    parts += ["-", "-"]
+                elif e is None:
+                    parts += [_s(r.get("baseline_s")), _gb(r.get("baseline_peak_rss"))]
+                else:
+                    parts += [_s(r.get("server_s")) if r.get("server_s") is not None else f"**{_outcome(r)}**",
+                              _gb(r.get("server_peak_rss"))]
+            a, b = g.get(sizes[0]), g.get(sizes[-1])
+            k = "baseline_s" if e is None else "server_s"
+            parts.append(f"{b[k] / a[k]:.2f}x" if a and b and a.get(k) and b.get(k) else "-")
+            lines.append("| " + " | ".join(parts) + " |")
+    return lines
 
 
 def write_report(res: dict, out: Path, png: Optional[Path]) -> Path:
@@ -974,11 +1295,35 @@ def write_report(res: dict, out: Path, png: Optional[Path]) -> Path:
     lines = ["# Benchmarks", "",
              f"Generated by `make bench` (`{res['command']}`) on {res['started']} (finished {res['finished']}); "
              "edit scripts/bench.py, not this file.", ""]
-    targets = evaluate_targets(res)
-    lines += ["## Targets (issue 4)", "", "| target | met | measured |", "|---|---|---|"]
-    for t in targets:
-        lines.append(f"| {t['target']} | {'met' if t['met'] else '**not met**'} | {t['detail']} |")
+    engines = _engines(res)
+    lines += [f"Engines: {', '.join(engines)}, each with its own server process and warehouse, measured step by "
+              "step against ONE bare delta-rs baseline (the baseline applies each step's files once). Peak RSS is "
+              "the whole process tree of the server: for Spark, the destination's Python process plus the Spark "
+              f"Connect JVM it starts (driver memory {res.get('spark_driver_memory', '2g')}).", ""]
+    i8 = evaluate_issue8_targets(res)
+    if i8:
+        lines += ["## Targets (issue 8: engines and tables past 10M rows)", "", "| target | met | measured |",
+                  "|---|---|---|"]
+        for t in i8:
+            lines.append(f"| {t['target']} | {'met' if t['met'] else '**not met**'} | {t['detail']} |")
+        lines += [""]
+    lines += ["## Targets (issue 4), per engine", "", "| engine | target | met | measured |", "|---|---|---|---|"]
+    for e in engines:
+        for t in evaluate_engine_targets(res, e):
+            lines.append(f"| {e} | {t['target']} | {'met' if t['met'] else '**not met**'} | {t['detail']} |")
     lines += [""]
+    gt = growth_table(res)
+    if gt:
+        lines += ["## Growth at a glance", "",
+                  "The 100k-row upsert (half new keys) at each table size, per engine and key distribution "
+                  "(uniform: existing keys drawn from the whole table; recent: 90% of them among the newest 10% "
+                  "of keys). Seconds as the client sees them, peak RSS of the server's process tree.", ""] + gt + [""]
+        parts = [f"{_eng(r)} {_size(r) / 1e6:g}M {r.get('distribution', 'uniform')}: {r['server_peak_parts']}"
+                 for r in res["results"] if r["workload"].startswith("growth: upsert") and r.get("server_peak_parts")
+                 and _eng(r) != "sail"]
+        if parts:
+            lines += ["The process tree at each non-embedded upsert's peak (processes over 16 MB):", ""] + \
+                     [f"- {p}" for p in parts] + [""]
     if res["failures"]:
         lines += ["## Failures", ""]
         lines += [f"- `{x[:600]}`" for x in res["failures"]]
@@ -990,11 +1335,13 @@ def write_report(res: dict, out: Path, png: Optional[Path]) -> Path:
     lines += ["## Results", "",
               "Server s = wall time of the RPC(s) as the client sees it (Fivetran's view). rows/s and MB/s are "
               "input rows and compressed+encrypted input bytes per server second. Peak RSS = the largest resident "
-              "set of the process tree (the server embeds Sail, so it is one process) sampled every 0.1 s during "
+              "set of the server's process tree (Sail is embedded: one process; Spark: the server plus its JVM) "
+              "sampled every 0.1 s during "
               "the workload (GB = 2^30 bytes); RSS before = the server's resident set when the step started (what it kept from earlier steps). "
-              "Server CPU s = user+system CPU of the server process during the step (2 cores: at most 2 x wall). "
-              "server/baseline = server s / baseline s (lower is better; the target is <= 1.5).",
-              "", TABLE_HEAD]
+              "Server CPU s = user+system CPU of the server's process tree (JVM included) during the step (2 cores: "
+              "at most 2 x wall). server/baseline = server s / baseline s (lower is better; the target is <= 1.5). "
+              "The engines run one after the other in each step, then the baseline once.",
+              "", "Side by side:", ""] + comparison_table(res) + ["", "All figures:", "", TABLE_HEAD]
     lines += [_row(r) for r in res["results"]]
     if res["setup"]:
         lines += ["", "Setup steps (building the history table and the growth table; each request is 1M rows "
@@ -1004,27 +1351,33 @@ def write_report(res: dict, out: Path, png: Optional[Path]) -> Path:
     checks = [c for c in res["results"] + res["setup"] if "rows_server" in c]
     if checks:
         mism = [c for c in checks if c.get("rows_server") != c.get("rows_baseline") or c.get("equal") is False]
-        lines += ["", f"Consistency: after each step the server's and the baseline's tables were compared "
+        lines += ["", f"Consistency: after each step each engine's and the baseline's tables were compared "
                   f"({'row counts and full contents' if res['scale'] <= 0.05 else 'row counts'}): "
                   + ("all equal." if not mism else "MISMATCH in " + ", ".join(
-                      f"{c['workload']} ({c.get('rows_server')} vs {c.get('rows_baseline')} {c.get('compare_note', '')})"
+                      f"{c['workload']} [{_eng(c)}] ({c.get('rows_server')} vs {c.get('rows_baseline')} "
+                      f"{c.get('compare_note', '')})"
                       for c in mism))]
         if res["failures"]:
             lines[-1] += (" Steps where the server failed were not compared; after a failed server upsert the two "
                           "growth tables differ by that upsert's new keys.")
     if png is not None:
         lines += ["", "## Growth", "",
-                  "The incremental upsert (100k rows, half new keys, existing keys drawn uniformly from the whole "
-                  "table) repeated as the table grows to 1M, 3M and 10M rows (built by appending 1M-row batches "
-                  "through the server; see the setup steps). Each growth upsert runs on a freshly started server "
-                  "(same warehouse), so its peak RSS is what that upsert needs at that table size; what a "
-                  "long-running server accumulates is the 'RSS before' column of the setup steps. If a server append "
-                  "fails (for example killed at the RSS safety cap), the rest of the table is appended with delta-rs "
-                  "directly (marked `[delta-rs direct]`) so the upsert can still be measured.", "",
+                  "The incremental upsert (100k rows, half new keys) repeated as the table grows to 1M, 3M and 10M "
+                  "rows (one growth table per engine, built by appending 1M-row batches through the server; see the "
+                  "setup steps). At each size two upserts run, in this order: `uniform` (existing keys drawn from "
+                  "the whole table), then `recent` (90% of the existing keys among the newest 10% of the appended "
+                  "keys, the rest uniform over the older ones); both add 50k new keys, so the table grows by 50k "
+                  "rows with each. Each growth upsert runs on freshly started servers (same warehouses), so its peak "
+                  "RSS is what that upsert needs at that table size; what a long-running server accumulates is the "
+                  "'RSS before' column of the setup steps. A server killed at the RSS safety cap and a MERGE refused "
+                  "by the memory guard (gRPC RESOURCE_EXHAUSTED) are reported apart. If an engine's append fails, "
+                  "the rest of its table is appended with delta-rs directly (marked `[delta-rs direct]`) so its "
+                  "upserts can still be measured.", "",
                   f"![growth]({png.name})", ""]
     lines += ["## Machine", "",
               f"- {m['nproc']} CPUs ({m['cpu']}), {m['memory_gb']} GB RAM, Linux {m['kernel']}",
-              f"- Python {m['python']}, pyspark-client {v.get('pyspark-client')}, pysail {v.get('pysail')}, "
+              f"- Python {m['python']}, pyspark {v.get('pyspark')}, pyspark-client {v.get('pyspark-client')}, "
+              f"delta-spark {v.get('delta-spark')}, pysail {v.get('pysail')}, "
               f"deltalake {v.get('deltalake')}, pyarrow {v.get('pyarrow')}, grpcio {v.get('grpcio')}, "
               f"zstandard {v.get('zstandard')}, cryptography {v.get('cryptography')}, numpy {v.get('numpy')}",
               f"- load average at start {m['loadavg_start']}, at end {res['loadavg_end']}; per-workload 1-min load "
@@ -1033,16 +1386,29 @@ def write_report(res: dict, out: Path, png: Optional[Path]) -> Path:
               f"- code: git {m.get('git', {}).get('head', '?')}"
               + (f" plus uncommitted changes in {', '.join(m['git']['server_changes'])}"
                  if m.get("git", {}).get("server_changes") else ""),
-              f"- server start-up (process + embedded Sail, to SERVING): {res['server_startup_s']:.1f} s; idle "
-              f"RSS {_gb(res['server_idle_rss'])}", ""]
+              ]
+    starts, idle, trees = (_per_engine(res, "server_startup_s"), _per_engine(res, "server_idle_rss"),
+                           _per_engine(res, "server_tree"))
+    restarts = res.get("server_restarts_s") or {}
+    for e in engines:
+        again = restarts.get(e, [])[1:]
+        lines.append(f"- {e}: server start-up (process + engine, to SERVING) {starts.get(e) or 0:.1f} s"
+                     + (f" (later restarts {min(again):.1f}-{max(again):.1f} s, {len(again)}x)" if again else "")
+                     + f"; idle RSS of the process tree {_gb(idle.get(e))}"
+                     + (f" ({', '.join(trees[e])})" if trees.get(e) else ""))
+    if res.get("run_minutes"):
+        lines.append(f"- the whole run took {res['run_minutes']:g} minutes")
+    lines += [""]
     lines += ["## How to run", "", "```sh", "make bench                                   # = .venv/bin/python scripts/bench.py",
               ".venv/bin/python scripts/bench.py --scale 0.01   # quick check (reports to bench-data/report/)",
               ".venv/bin/python scripts/bench.py --only upsert  # one workload (+ what it needs first)",
+              ".venv/bin/python scripts/bench.py --engines spark --only growth   # one engine",
+              "DELTA_DESTINATION_SPARK_DRIVER_MEMORY=3g .venv/bin/python scripts/bench.py --engines spark",
               ".venv/bin/python scripts/bench.py --skip-growth --no-profile",
               ".venv/bin/python scripts/bench.py --only growth --rss-cap-gb 14 --out /tmp/g  # a higher safety cap",
               ".venv/bin/python scripts/bench.py --report-only docs/bench-results.json   # re-render this page",
               "```", "",
-              f"The server and the baseline worker are killed (and the step recorded as failed) above "
+              f"A server's process tree and the baseline worker are killed (and the step recorded as failed) above "
               f"{res.get('rss_cap_gb', 8):g} GB RSS, so a runaway engine cannot take a shared machine down.", "",
               f"This run: `{res['command']}`. Batch files are generated once per seed and scale under "
               f"`bench-data/` (gitignored) and reused; generation took {res['generate_s']:.0f} s in this run "
@@ -1068,8 +1434,9 @@ def write_report(res: dict, out: Path, png: Optional[Path]) -> Path:
               "`_fivetran_start` (key), `_fivetran_end`, `_fivetran_active`) loaded with 1M active versions "
               "(WriteHistoryBatch, setup), then one WriteHistoryBatch with 100k earliest_start rows and 100k new "
               "versions (replace files) of existing keys.",
-              "- growth: a second wide table: the 1M initial load, the upsert, then 1M-row appends to 3M, a "
-              "fresh 100k upsert (keys drawn from 0..3M, 50k new), appends to 10M, and again.", ""]
+              "- growth: a second wide table per engine: the 1M initial load, the uniform upsert (the same file as "
+              "`upsert`) and a recent-keys upsert, then 1M-row appends to 3M, two fresh 100k upserts (keys drawn "
+              "from 0..3M, 50k new each), appends to 10M, and again.", ""]
     lines += ["## The baseline", "",
               "No gRPC and no Spark: `server.batch_reader.read_batch_file` (the server's own streaming reader: "
               "decrypt, zstd, pyarrow.csv, typed Arrow) then delta-rs, in a separate worker process "
@@ -1095,7 +1462,7 @@ def write_report(res: dict, out: Path, png: Optional[Path]) -> Path:
         lines += [f"Profiling failed: {prof['error']}", ""]
     else:
         lines += ["The initial load and the upsert again, on a fresh server started through "
-                  "scripts/bench_profile_server.py, which runs pyinstrument (2 ms sampling, wall clock) inside the "
+                  "scripts/bench_profile_server.py (embedded Sail), which runs pyinstrument (2 ms sampling, wall clock) inside the "
                   "WriteBatch handler thread. Time inside the embedded Sail engine appears as the Spark Connect "
                   "client waiting (gRPC `_execute_and_fetch` / `ToArrow`/`collect`), since Sail's Rust threads are "
                   "not Python. Phases are the outermost calls of the named functions.", ""]
@@ -1124,6 +1491,8 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every row count (e.g. 0.01 for a quick check)")
     ap.add_argument("--only", choices=WORKLOADS, help="run one workload (and the ones it needs first)")
     ap.add_argument("--skip-growth", action="store_true", help="skip the 1M/3M/10M growth runs")
+    ap.add_argument("--engines", default="sail,spark",
+                    help="comma-separated engines to measure side by side (sail, spark); default: both")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--no-profile", action="store_true", help="skip the pyinstrument pass")
     ap.add_argument("--rss-cap-gb", type=float, default=8.0,
@@ -1134,7 +1503,11 @@ def main(argv=None) -> int:
     ap.add_argument("--report-only", type=Path, default=None, metavar="JSON",
                     help="re-render the report from a saved bench-results.json (no measurement)")
     args = ap.parse_args(argv)
-    full = args.scale == 1.0 and not args.only and not args.skip_growth
+    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    bad = [e for e in args.engines if e not in ENGINE_CHOICES]
+    if bad or not args.engines or len(set(args.engines)) != len(args.engines):
+        ap.error(f"--engines: a comma-separated list of {', '.join(ENGINE_CHOICES)} without repeats, got {bad or args.engines}")
+    full = args.scale == 1.0 and not args.only and not args.skip_growth and set(args.engines) == set(ENGINE_CHOICES)
     out = args.out or (DOCS if full else DATA_ROOT / "report")
     if args.report_only:
         res = json.loads(args.report_only.read_text())

@@ -42,6 +42,8 @@ PARAMS = FileParams(Compression.ZSTD, Encryption.AES, NULL_STRING, UNMOD_STRING)
 
 ROWS_PER_FILE = 250_000      # a 250k-row wide file is ~25 MB compressed: well under Fivetran's ~100 MB
 ROWS_PER_REQUEST = 1_000_000  # one WriteBatch per 1M rows when loading/appending
+RECENT_NEWEST = 0.10  # the "recent" growth upserts: 90% of the existing keys they update are
+RECENT_SHARE = 0.90   # among the newest 10% of the table's keys, the rest uniform over the older 90%
 CHUNK_ROWS = 50_000           # rows generated and written at once
 
 DAY_MS = 86_400_000
@@ -380,6 +382,18 @@ class Generator:
 
     def sample_existing(self, name: str, count: int, upto: int) -> np.ndarray:
         return np.sort(self._rng(name, 5).choice(upto, size=count, replace=False)).astype(np.int64)
+
+    def sample_recent(self, name: str, count: int, upto: int, *, newest: float = RECENT_NEWEST,
+                      share: float = RECENT_SHARE) -> np.ndarray:
+        """`count` distinct keys of 0..upto-1 where `share` of them fall among the newest `newest`
+        fraction of keys (keys are appended in increasing order, so the newest are the largest) and the
+        rest uniformly among the older ones: most Fivetran updates hit recently created rows."""
+        rng = self._rng(name, 7)
+        cut = upto - max(1, int(upto * newest))
+        n_recent = min(int(round(count * share)), upto - cut)
+        recent = cut + rng.choice(upto - cut, size=n_recent, replace=False)
+        old = rng.choice(cut, size=count - n_recent, replace=False)
+        return np.sort(np.concatenate([recent, old])).astype(np.int64)
 
 
 def chunked(specs: list[FileSpec], rows_per_request: int) -> list[list[FileSpec]]:
