@@ -51,7 +51,7 @@ run: install
 	$(BIN)/fivetran-delta-destination --port $(PORT) --warehouse $(WAREHOUSE) --engine $(ENGINE)
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=30
 
 test-slow: install airbyte-clients
 	$(BIN)/python -m pytest -q -m slow
