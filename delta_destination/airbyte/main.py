@@ -29,6 +29,7 @@ _FAILURE_TYPES = (
     (CatalogInvalid, "config_error"),
     (core_errors.UnsafeName, "config_error"),
     (core_errors.CustomerActionRequired, "config_error"),
+    (core_errors.MemoryBudgetExceeded, "config_error"),  # retrying cannot help; the engine setting can
     (core_errors.EngineUnavailable, "transient_error"),
 )
 

@@ -34,6 +34,7 @@ _STATUS = (
     (core_errors.TableNotFound, grpc.StatusCode.NOT_FOUND),
     (core_errors.UnsupportedOperation, grpc.StatusCode.UNIMPLEMENTED),
     (core_errors.EngineUnavailable, grpc.StatusCode.UNAVAILABLE),
+    (core_errors.MemoryBudgetExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (core_errors.CustomerActionRequired, grpc.StatusCode.FAILED_PRECONDITION),
     (core_errors.DestinationError, grpc.StatusCode.INTERNAL),
 )

@@ -21,6 +21,7 @@ from ..settings import Settings
 from .catalog import Catalog, TableRef
 from .changes import ChangeSet, Changes, CommitResult, Op
 from .errors import SchemaMismatch, ValueConversionError
+from .memory import check_budget, table_size
 from .model import TableSchema
 from .sql import OP_APPEND, OP_DELETE, OP_UPDATE, OP_UPSERT, insert_sql, key_probe_sql, merge_sql
 from .types import arrow_type
@@ -121,6 +122,20 @@ def flagged_columns(source: pa.Table) -> set[int]:
     return {int(n[1:]) for n in source.column_names if n.startswith("u")}
 
 
+def guard_merge(settings: Settings, eng: EngineSession, ref: TableRef, source: pa.Table) -> None:
+    """Refuse (MemoryBudgetExceeded) a MERGE the engine is estimated to grow past the memory
+    budget with; only engines whose MERGE memory grows with the table are checked."""
+    if eng.dialect.merge_memory_estimate(0, 0) is None:
+        return
+    size = table_size(ref.location)
+    if size is None:
+        return
+    estimate = eng.dialect.merge_memory_estimate(size.bytes, source.nbytes)
+    log.info(f"merge into {ref.display}: {size.files} files, {size.bytes} bytes; estimated peak {estimate} bytes, "
+             f"budget {settings.memory_budget_bytes}")
+    check_budget(ref.display, eng.dialect.name, size, estimate, settings.memory_budget_bytes)
+
+
 class Writer:
     """Applies change sets to live tables (upserts, partial updates, hard deletes)."""
 
@@ -185,6 +200,7 @@ class Writer:
                 sql = insert_sql(name, view, table) if OP_UPSERT in source_ops(source) else ""
                 action = "append to"
             else:
+                guard_merge(settings, eng, ref, source)
                 sql = merge_sql(name, view, table, keys, source_ops(source), flagged_columns(source), newer_by)
                 action = "merge into"
             if sql:

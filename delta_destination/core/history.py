@@ -40,7 +40,7 @@ from .. import logs
 from ..engines.dialect import EngineSession
 from ..engines.errors import run_engine
 from ..settings import Settings
-from .apply import check_keys, positional_arrays
+from .apply import check_keys, guard_merge, positional_arrays
 from .catalog import Catalog, TableRef
 from .changes import ChangeSet, Changes, CommitResult, Op
 from .errors import SchemaMismatch
@@ -101,6 +101,7 @@ class HistoryWriter:
             current = self._current_versions(settings, eng, ref, table, plan)
             source = plan.actions(current)
             if source.num_rows:
+                guard_merge(settings, eng, ref, source)
                 name = cat.sql_name(eng, ref)
                 with eng.dialect.shipped(eng.spark, cat.warehouse(settings), source) as view:
                     sql = history_merge_sql(name, view, table, keys, START, END, ACTIVE)

@@ -37,6 +37,9 @@ def parse_args(argv=None):
     p.add_argument("--engine", choices=ENGINES, default=None,
                    help="sail (embedded, default) or spark (Apache Spark + Delta; local unless --spark-remote)")
     p.add_argument("--spark-remote", default=None, help="Spark Connect URL (sc://host:port) of a remote engine")
+    p.add_argument("--memory-budget-gb", type=float, default=None,
+                   help="refuse a Sail MERGE estimated to need more (default: $DELTA_DESTINATION_MEMORY_BUDGET_GB, "
+                        "else 4 or half the RAM, whichever is less)")
     p.add_argument("--batch-file-format", choices=["csv", "parquet"], default="csv", help="format answered in Capabilities")
     p.add_argument("--workers", type=int, default=8, help="concurrent requests")
     p.add_argument("--upkeep-interval-hours", type=float, default=0,
@@ -71,7 +74,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     logs.install(FivetranJsonHandler())
     try:
-        settings = Settings.create(args.warehouse, args.engine, args.spark_remote)
+        settings = Settings.create(args.warehouse, args.engine, args.spark_remote, args.memory_budget_gb)
         dialect_for(settings.engine).check_warehouse_root(settings.warehouse)
         upkeep_options = UpkeepOptions(retention_hours=args.vacuum_retention_hours)
     except DestinationError as exc:
