@@ -1660,6 +1660,16 @@ def load_input(path) -> dict:
         return json.load(f, parse_float=Decimal)
 
 
+def has_history_tables(spec) -> bool:
+    """Does the input declare any table with history_mode? Without one, the live-only and the
+    history variant of a run are the same run."""
+    if isinstance(spec, dict):
+        return spec.get("history_mode") is True or any(has_history_tables(v) for v in spec.values())
+    if isinstance(spec, list):
+        return any(has_history_tables(v) for v in spec)
+    return False
+
+
 def run_input_file(stub, warehouse, input_path, schema: str = "tester", *, live_only: bool = False,
                    compression=None, plain_text: bool = False, file_format=None, seed: int = 0,
                    start_time: Optional[datetime] = None, run_migrations: bool = False,

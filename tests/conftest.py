@@ -42,3 +42,16 @@ def unique_schema(request):
 def engine_server(server):
     """The session's server of the engine under test (see `engine`)."""
     return server
+
+
+# On the Spark engine the hostile-names replays run in the history variant only in `make test`
+# (it covers the live tables of each file too); the live variant joins `make test-slow`. Both
+# variants run on Sail. CI's hour does not hold every replay twice on both engines.
+SLOW_ON_SPARK = {"test_tester_input_with_hostile_names": "-live]"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        suffix = SLOW_ON_SPARK.get(getattr(item, "originalname", ""))
+        if suffix and "[spark-" in item.nodeid and item.nodeid.endswith(suffix):
+            item.add_marker(pytest.mark.slow)
