@@ -121,3 +121,12 @@ def test_active_after_sql():
     assert active_after_sql("t1", "_fivetran_start", "_fivetran_active", "2005-05-28T20:57:00.000000Z") == (
         "SELECT COUNT(*) AS n FROM t1 WHERE `_fivetran_active` = true "
         "AND `_fivetran_start` > CAST('2005-05-28T20:57:00.000000Z' AS TIMESTAMP)")
+
+
+def test_metadata_only_column_statements():
+    assert sql.rename_column_sql("delta.`/wh/s/t`", "a b", "new `name` é") == \
+        "ALTER TABLE delta.`/wh/s/t` RENAME COLUMN `a b` TO `new ``name`` é`"
+    assert sql.rename_column_sql("t1", "id", "ID") == "ALTER TABLE t1 RENAME COLUMN `id` TO `ID`"
+    assert sql.drop_columns_sql("delta.`/wh/s/t`", ["a b", "c=d"]) == \
+        "ALTER TABLE delta.`/wh/s/t` DROP COLUMNS (`a b`, `c=d`)"
+    assert sql.drop_columns_sql("t1", ["x"]) == "ALTER TABLE t1 DROP COLUMNS (`x`)"
