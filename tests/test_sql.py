@@ -130,3 +130,16 @@ def test_metadata_only_column_statements():
     assert sql.drop_columns_sql("delta.`/wh/s/t`", ["a b", "c=d"]) == \
         "ALTER TABLE delta.`/wh/s/t` DROP COLUMNS (`a b`, `c=d`)"
     assert sql.drop_columns_sql("t1", ["x"]) == "ALTER TABLE t1 DROP COLUMNS (`x`)"
+
+
+def test_drop_safe_statistics_list_names_only_plain_columns():
+    from delta_destination.core import metadata
+
+    kept = TableSchema("t", (Column("id", T.INT), Column("a b", T.STRING), Column("Größe", T.LONG),
+                             Column("d", T.DECIMAL, precision=10, scale=2), Column("_fivetran_synced", T.UTC_DATETIME)))
+    assert metadata.stats_properties(kept) == {
+        metadata.STATS_COLUMNS: "`id`,`a b`,`Größe`,`_fivetran_synced`", metadata.NUM_INDEXED: "-1"}
+    assert metadata.drop_safe_stats_properties(kept) == {
+        metadata.STATS_COLUMNS: "`id`,`_fivetran_synced`", metadata.NUM_INDEXED: "-1"}
+    odd_only = TableSchema("t", (Column("a b", T.STRING), Column("d", T.DECIMAL, precision=10, scale=2)))
+    assert metadata.drop_safe_stats_properties(odd_only) == {metadata.STATS_COLUMNS: "", metadata.NUM_INDEXED: "0"}
