@@ -121,3 +121,25 @@ def test_active_after_sql():
     assert active_after_sql("t1", "_fivetran_start", "_fivetran_active", "2005-05-28T20:57:00.000000Z") == (
         "SELECT COUNT(*) AS n FROM t1 WHERE `_fivetran_active` = true "
         "AND `_fivetran_start` > CAST('2005-05-28T20:57:00.000000Z' AS TIMESTAMP)")
+
+
+def test_metadata_only_column_statements():
+    assert sql.rename_column_sql("delta.`/wh/s/t`", "a b", "new `name` é") == \
+        "ALTER TABLE delta.`/wh/s/t` RENAME COLUMN `a b` TO `new ``name`` é`"
+    assert sql.rename_column_sql("t1", "id", "ID") == "ALTER TABLE t1 RENAME COLUMN `id` TO `ID`"
+    assert sql.drop_columns_sql("delta.`/wh/s/t`", ["a b", "c=d"]) == \
+        "ALTER TABLE delta.`/wh/s/t` DROP COLUMNS (`a b`, `c=d`)"
+    assert sql.drop_columns_sql("t1", ["x"]) == "ALTER TABLE t1 DROP COLUMNS (`x`)"
+
+
+def test_drop_safe_statistics_list_names_only_plain_columns():
+    from delta_destination.core import metadata
+
+    kept = TableSchema("t", (Column("id", T.INT), Column("a b", T.STRING), Column("Größe", T.LONG),
+                             Column("d", T.DECIMAL, precision=10, scale=2), Column("_fivetran_synced", T.UTC_DATETIME)))
+    assert metadata.stats_properties(kept) == {
+        metadata.STATS_COLUMNS: "`id`,`a b`,`Größe`,`_fivetran_synced`", metadata.NUM_INDEXED: "-1"}
+    assert metadata.drop_safe_stats_properties(kept) == {
+        metadata.STATS_COLUMNS: "`id`,`_fivetran_synced`", metadata.NUM_INDEXED: "-1"}
+    odd_only = TableSchema("t", (Column("a b", T.STRING), Column("d", T.DECIMAL, precision=10, scale=2)))
+    assert metadata.drop_safe_stats_properties(odd_only) == {metadata.STATS_COLUMNS: "", metadata.NUM_INDEXED: "0"}

@@ -2,11 +2,14 @@
 
 Each is one Delta commit where the data changes (a type change or a dropped column is
 one overwrite commit; Sail has no type widening), plus the metadata property commit.
+Where the engine can change a table's columns in place (the dialect says so per table:
+Apache Spark + Delta on a table with column mapping), a dropped column or a renamed one
+is a metadata-only commit instead of a rewrite.
 """
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Callable, Optional
 
 from .. import logs
 from ..engines.dialect import EngineSession
@@ -117,10 +120,16 @@ class Tables:
                        f"({', '.join(new_key)}). Delta tables have no key constraints, so stored rows are not "
                        f"re-keyed: where several of them share a value of the new key, later changes apply to "
                        f"each of them; a re-sync of the table makes the rows unique again")
-            if changed or dropped:
+            in_place = bool(dropped) and not changed and eng.dialect.drops_in_place(eng.spark, ref.location, dropped)
+            if changed or (dropped and not in_place):
                 self.rewrite_columns(eng, ref, current, target)
-            elif added:
-                eng.dialect.add_columns(eng.spark, ref.location, [(c.name, spark_type(c)) for c in added])
+            else:
+                # Two metadata-only commits when columns are both dropped and added (Delta has no
+                # single statement for both); a crash between them is completed by the replay.
+                if dropped:
+                    self.drop_in_place(eng, ref, current, dropped)
+                if added:
+                    eng.dialect.add_columns(eng.spark, ref.location, [(c.name, spark_type(c)) for c in added])
             if tuple(final) != tuple(current.columns) or cat.stored_metadata(eng, ref) is None:
                 cat.set_metadata(eng, ref, target)
                 outcome.committed, outcome.lifecycle = True, "ALTER"
@@ -172,21 +181,37 @@ class Tables:
             raise
         self.catalog.schema_changed(eng, ref)
 
+    def drop_in_place(self, eng: EngineSession, ref: TableRef, current: TableSchema, dropped: list[str]) -> None:
+        """A metadata-only drop (the dialect said the table allows it). As after a rewrite, the
+        stored metadata is written after the drop (alter): until then it still lists the
+        vanished columns, which describe ignores. The values stay in the data files, no longer
+        referenced, until those files are rewritten and vacuumed."""
+        kept = TableSchema(current.name, tuple(c for c in current.columns if c.name not in dropped))
+        self.catalog.set_properties(eng, ref, metadata.drop_safe_stats_properties(kept))
+        eng.dialect.drop_columns(eng.spark, ref.location, dropped)
+        self.catalog.schema_changed(eng, ref)
+
     def rewrite_table(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema,
                       make_df) -> None:
-        """New schema + data in ONE overwrite commit. The metadata property cannot share that
-        commit on Sail, so it is written before as a superset (target + columns about to go;
-        describe only reads entries of columns the Delta schema has) and tidied after."""
+        """New schema + data in ONE overwrite commit (see change_columns)."""
+
+        def go():
+            make_df().write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
+
+        self.change_columns(eng, ref, current, target, lambda: run_engine(f"rewrite {ref.display}", go))
+
+    def change_columns(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema,
+                       commit: Callable[[], None]) -> None:
+        """`commit` gives the table `target`'s columns in ONE commit (a rewrite, or a metadata-only
+        rename). The metadata property cannot share that commit, so it is written before as a
+        superset (target + columns about to go; describe only reads entries of columns the Delta
+        schema has) and tidied after."""
         validate_columns(target)
         cat = self.catalog
         removed = tuple(c for c in current.columns if not target.has(c.name))
         kept = TableSchema(target.name, tuple(c for c in target.columns if current.has(c.name)))
         cat.set_metadata(eng, ref, TableSchema(target.name, target.columns + removed), stats_schema=kept)
-
-        def go():
-            make_df().write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
-
-        run_engine(f"rewrite {ref.display}", go)
+        commit()
         cat.schema_changed(eng, ref)
         if removed:
             cat.set_metadata(eng, ref, target)

@@ -11,6 +11,7 @@ the highest one wins, so the order of log files does not matter.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -79,6 +80,24 @@ def stats_properties(schema: TableSchema) -> dict[str, str]:
     if not cols:
         return {NUM_INDEXED: "0"}
     return {STATS_COLUMNS: ",".join(quote_ident(c) for c in cols), NUM_INDEXED: "-1"}
+
+
+# Names delta-spark can read back from the statistics list without backticks.
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def drop_safe_stats_properties(kept: TableSchema) -> dict[str, str]:
+    """The statistics settings to hold while columns are dropped in place: only the kept
+    columns whose names need no quotes. delta-spark 4.4's DROP COLUMNS writes the list
+    back without its backticks and then fails to parse it (a kept `a b` fails the drop
+    with "Couldn't find column a"); the full list is written again right after the drop
+    (catalog.set_metadata), so only that one commit has fewer statistics columns.
+    """
+    plain = TableSchema(kept.name, tuple(c for c in kept.columns if PLAIN_NAME.fullmatch(c.name)))
+    props = stats_properties(plain)
+    if STATS_COLUMNS not in props:  # an empty list replaces the stored one (which names odd columns)
+        props[STATS_COLUMNS] = ""
+    return props
 
 
 def table_properties(schema: TableSchema, generation: int) -> dict[str, str]:

@@ -54,6 +54,24 @@ def add_columns_sql(ident: str, columns: list[tuple[str, str]]) -> str:
     return f"ALTER TABLE {ident} ADD COLUMNS ({cols})"
 
 
+def rename_column_sql(ident: str, old: str, new: str) -> str:
+    """Metadata-only on a Delta table with column mapping (the data files keep their
+    physical column names).
+    >>> rename_column_sql("delta.`/wh/s/t`", "a b", "new `name` é")
+    'ALTER TABLE delta.`/wh/s/t` RENAME COLUMN `a b` TO `new ``name`` é`'
+    """
+    return f"ALTER TABLE {ident} RENAME COLUMN {q(old)} TO {q(new)}"
+
+
+def drop_columns_sql(ident: str, names: Sequence[str]) -> str:
+    """Metadata-only on a Delta table with column mapping (the values stay in the data
+    files, unreferenced, until those files are rewritten and vacuumed).
+    >>> drop_columns_sql("delta.`/wh/s/t`", ["a b", "c=d"])
+    'ALTER TABLE delta.`/wh/s/t` DROP COLUMNS (`a b`, `c=d`)'
+    """
+    return f"ALTER TABLE {ident} DROP COLUMNS ({', '.join(q(n) for n in names)})"
+
+
 def optimize_sql(ident: str) -> str:
     """>>> optimize_sql("delta.`/wh/s/t`")
     'OPTIMIZE delta.`/wh/s/t`'

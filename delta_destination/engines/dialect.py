@@ -19,8 +19,8 @@ import pyarrow as pa
 from .. import logs
 from ..core.names import quote_string
 from ..core.errors import InvalidRequest, UnsupportedOperation
-from ..core.sql import (add_columns_sql, create_table_sql, optimize_sql, path_identifier, purge_deletion_vectors_sql,
-                        vacuum_sql)
+from ..core.sql import (add_columns_sql, create_table_sql, drop_columns_sql, optimize_sql, path_identifier,
+                        purge_deletion_vectors_sql, rename_column_sql, vacuum_sql)
 from ..warehouse import Warehouse, is_url
 from .errors import run_engine
 
@@ -31,6 +31,11 @@ log = logs.get(__name__)
 # is appended to a staging Delta table in chunks instead.
 LOCAL_RELATION_LIMIT = int(os.environ.get("FIVETRAN_DELTA_LOCAL_RELATION_LIMIT", 64 * 1024 * 1024))
 
+
+# Delta column mapping modes under which data files name columns by physical names, so a
+# rename or drop changes only the schema in the log.
+COLUMN_MAPPING = "delta.columnMapping.mode"
+MAPPED_MODES = ("name", "id")
 
 SPARK_HINT = "; run upkeep with the Apache Spark engine: fivetran-delta-destination maintain --engine spark ..."
 
@@ -65,6 +70,23 @@ class Dialect:
     def add_columns(self, spark, location: str, columns: list[tuple[str, str]]) -> None:
         """Add (name, SQL type) columns, NULL in every existing row, in one commit."""
         raise NotImplementedError
+
+    def renames_in_place(self, spark, location: str, old: str, new: str) -> bool:
+        """Can `rename_column` rename this column of this table without rewriting its data?
+        False: the caller rewrites the table (one overwrite commit)."""
+        return False
+
+    def drops_in_place(self, spark, location: str, names: list[str]) -> bool:
+        """Can `drop_columns` drop these columns of this table without rewriting its data?"""
+        return False
+
+    def rename_column(self, spark, location: str, old: str, new: str) -> None:
+        """A metadata-only rename in one commit (only where `renames_in_place` said so)."""
+        raise UnsupportedOperation(f"{self.name} cannot rename a column without rewriting the table")
+
+    def drop_columns(self, spark, location: str, names: list[str]) -> None:
+        """A metadata-only drop in one commit (only where `drops_in_place` said so)."""
+        raise UnsupportedOperation(f"{self.name} cannot drop columns without rewriting the table")
 
     # -- table properties -----------------------------------------------------------------------
     def property_values(self, spark, location: str, key: str) -> list[str]:
@@ -235,7 +257,10 @@ class SparkDialect(Dialect):
       files) and column mapping by name (any UTF-8 column name; rename and drop column
       are metadata-only). Such tables need readers with those features: Sail 0.7.2 and
       delta-rs read them; see docs/engines.md for writing them with Sail.
-    - Standard SQL where Spark has it: ALTER TABLE ADD COLUMNS, SHOW TBLPROPERTIES.
+    - Standard SQL where Spark has it: ALTER TABLE ADD COLUMNS, SHOW TBLPROPERTIES, and on
+      tables with column mapping (the table's own `delta.columnMapping.mode`, never assumed:
+      a table Sail created has none and is rewritten as before, its protocol left alone)
+      ALTER TABLE RENAME COLUMN / DROP COLUMNS, which change only the log's schema.
     - Big batches travel as Spark Connect cached relations (chunked artifacts), which the
       server keeps in the engine's private scratch folder (spark_process.py).
     """
@@ -263,6 +288,25 @@ class SparkDialect(Dialect):
     def add_columns(self, spark, location: str, columns: list[tuple[str, str]]) -> None:
         sql = add_columns_sql(path_identifier(location), columns)
         run_engine("add columns", lambda: spark.sql(sql).collect())
+
+    def column_mapping(self, spark, location: str) -> bool:
+        modes = run_engine("read the column mapping mode", lambda: self.property_values(spark, location, COLUMN_MAPPING))
+        return bool(modes) and modes[-1] in MAPPED_MODES
+
+    def renames_in_place(self, spark, location: str, old: str, new: str) -> bool:
+        # Delta refuses a rename to another case of the same name (FIELD_ALREADY_EXISTS).
+        return old.casefold() != new.casefold() and self.column_mapping(spark, location)
+
+    def drops_in_place(self, spark, location: str, names: list[str]) -> bool:
+        return bool(names) and self.column_mapping(spark, location)
+
+    def rename_column(self, spark, location: str, old: str, new: str) -> None:
+        sql = rename_column_sql(path_identifier(location), old, new)
+        run_engine("rename column", lambda: spark.sql(sql).collect())
+
+    def drop_columns(self, spark, location: str, names: list[str]) -> None:
+        sql = drop_columns_sql(path_identifier(location), names)
+        run_engine("drop columns", lambda: spark.sql(sql).collect())
 
     def compact(self, spark, location: str) -> None:
         spark.sql(optimize_sql(path_identifier(location))).collect()

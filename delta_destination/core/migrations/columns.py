@@ -33,14 +33,20 @@ class ColumnMigrations(MigrationFamily):
             check_column_name(op.to_column)
             target = cur.with_columns(c.with_(name=op.to_column) if c.name == op.from_column else c for c in cur.columns)
 
-            def make_df():
-                from pyspark.sql import functions as F
+            if eng.dialect.renames_in_place(eng.spark, ref.location, op.from_column, op.to_column):
+                self.tables.change_columns(eng, ref, cur, target, lambda: eng.dialect.rename_column(
+                    eng.spark, ref.location, op.from_column, op.to_column))
+                how = "metadata only, the data files untouched"
+            else:
+                def make_df():
+                    from pyspark.sql import functions as F
 
-                return read_table(eng, ref.location).select(
-                    *[F.col(quote_ident(c.name)).alias(t.name) for c, t in zip(cur.columns, target.columns)])
+                    return read_table(eng, ref.location).select(
+                        *[F.col(quote_ident(c.name)).alias(t.name) for c, t in zip(cur.columns, target.columns)])
 
-            self.tables.rewrite_table(eng, ref, cur, target, make_df)
-        return SUCCESS, f"rename_column: {op.from_column!r} renamed to {op.to_column!r} (table rewritten in one commit)"
+                self.tables.rewrite_table(eng, ref, cur, target, make_df)
+                how = "table rewritten in one commit"
+        return SUCCESS, f"rename_column: {op.from_column!r} renamed to {op.to_column!r} ({how})"
 
     def copy_column(self, settings: Settings, d: MigrationDetails, op: CopyColumn):
         ref = self.catalog.locate(settings, d.schema, d.table)

@@ -8,7 +8,9 @@ is silent or leaves a choice, the choice is written at the operation):
   differ, mode conversions recognise the converted table);
 - atomicity: table renames, drops and copies are one `os.rename` of the table directory
   (copies are written to a hidden directory first); schema changes rewrite the table in
-  ONE overwrite commit; data changes are ONE MERGE;
+  ONE overwrite commit (a column rename is ONE metadata-only commit where the dialect
+  renames in place: Apache Spark + Delta on a table with column mapping); data changes
+  are ONE MERGE;
 - the Fivetran metadata (table property `fivetran.schema`) cannot share the data commit
   on Sail (write options do not set table properties and REPLACE TABLE ... AS SELECT
   refuses a new schema): Tables.rewrite_table writes it first as a superset, and a
