@@ -148,6 +148,16 @@ def test_columns_changed_in_place_move_between_engines(pair, tmp_path):
     assert data_ops(path) == ["WRITE", "WRITE", "WRITE"]  # the first write and two rewrites
     assert "delta.columnMapping.mode" not in delta_properties(path) and _protocol(path) == protocol
     assert rows(path) == expected([(1, "x", "{}"), (2, "y", None)], new="renamed_é")
+    # A name Delta needs column mapping for: Spark refuses it in Sail's table with a clear error, nothing changes
+    version = len(_log_actions(path))
+    import grpc
+    from rpc_helpers import expect_error
+    wide = table("by_sail", *t.columns, col("new col", "STRING"))
+    err = expect_error(lambda: pair["spark"].stub.AlterTable(pb.AlterTableRequest(schema_name=schema, table=wide)),
+                       grpc.StatusCode.UNIMPLEMENTED)
+    assert "no column mapping" in err.details() and "DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES" in err.details()
+    assert all(not ({"add", "remove"} & set().union(*acts)) for _, acts in _log_actions(path)[version:])
+    assert described(pair["spark"].stub, "by_sail") == after_rename("renamed_é")
     fresh = RunningServer(wh, tmp_path / "sail2.log", engine="sail")  # the next deployment, on Sail again
     try:
         assert described(fresh.stub, "by_sail") == after_rename("renamed_é")

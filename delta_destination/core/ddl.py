@@ -120,12 +120,13 @@ class Tables:
                        f"({', '.join(new_key)}). Delta tables have no key constraints, so stored rows are not "
                        f"re-keyed: where several of them share a value of the new key, later changes apply to "
                        f"each of them; a re-sync of the table makes the rows unique again")
-            in_place = bool(dropped) and not changed and eng.dialect.drops_in_place(eng.spark, ref.location, dropped)
+            # In place only when the drop is the whole schema change: Delta has no single statement
+            # that drops and adds columns, and one request keeps one schema commit (a rewrite).
+            in_place = (bool(dropped) and not changed and not added
+                        and eng.dialect.drops_in_place(eng.spark, ref.location, dropped))
             if changed or (dropped and not in_place):
                 self.rewrite_columns(eng, ref, current, target)
             else:
-                # Two metadata-only commits when columns are both dropped and added (Delta has no
-                # single statement for both); a crash between them is completed by the replay.
                 if dropped:
                     self.drop_in_place(eng, ref, current, dropped)
                 if added:

@@ -9,7 +9,7 @@ import time
 from typing import Callable, TypeVar
 
 from .. import logs
-from ..core.errors import DestinationError, EngineError, EngineUnavailable
+from ..core.errors import DestinationError, EngineError, EngineUnavailable, UnsupportedTableFeature
 
 T = TypeVar("T")
 log = logs.get(__name__)
@@ -32,6 +32,23 @@ def error_class(exc: BaseException) -> str:
             if v and f"{label}{v}" not in parts:
                 parts.append(f"{label}{v}")
     return type(exc).__name__ + (f" [{', '.join(parts)}]" if parts else "")
+
+
+# Engine refusals that are a property of the table, not a failure: said in words the user can act on.
+TABLE_FEATURE_REFUSALS = {
+    "DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES":
+        "the table has no column mapping, and Apache Spark + Delta refuses column names with a space or any of "
+        ",;{}()=, newline or tab in such a table (tables created on the Spark engine have column mapping; "
+        "this one was created without it, e.g. by Sail): use plain column names, or write this table with Sail",
+}
+
+
+def table_feature_refusal(exc: BaseException) -> str | None:
+    text = error_class(exc)
+    for condition, why in TABLE_FEATURE_REFUSALS.items():
+        if condition in text:
+            return f"{why} [{condition}]"
+    return None
 
 
 def is_commit_conflict(exc: BaseException) -> bool:
@@ -67,6 +84,9 @@ def run_engine(action: str, fn: Callable[[], T], *, attempts: int = 5, base_dela
                 log.warning(f"{action}: transient engine problem ({error_class(exc)}), retry {attempt}/{attempts - 1} in {delay:.1f}s")
                 time.sleep(delay)
                 continue
+            refusal = table_feature_refusal(exc)
+            if refusal:
+                raise UnsupportedTableFeature(f"{action}: {refusal}") from exc
             if is_unavailable(exc):
                 raise EngineUnavailable(f"{action}: the Spark engine is unavailable ({error_class(exc)})") from exc
             raise EngineError(f"{action} failed in the Spark engine ({error_class(exc)})") from exc
