@@ -7,7 +7,8 @@
     files are polled too (anything opened for writing). Files created inside the
     table directory must be Parquet data files or Delta log entries.
     The known exception: batches above LOCAL_RELATION_LIMIT (64 MiB of Arrow)
-    are staged in a private Delta table `<warehouse>/_fivetran_staging/<uuid>`;
+    are staged under `<warehouse>/_fivetran_staging/<uuid>` (Sail: a Delta table; Spark:
+    Parquet files, or a Delta table on an object-store warehouse);
     it must be gone after the batch, and after a crash at the next start-up.
 (b) Keys (raw, hex, base64), a configuration secret and planted customer values
     never appear in the server log (stdout + stderr, Sail's included) or in any
@@ -185,10 +186,10 @@ class Watcher:
         self._scan()  # a last look at the final state
 
 
-def _server(base: Path, **env) -> RunningServer:
+def _server(base: Path, engine: str | None = None, **env) -> RunningServer:
     tmpdir = base / "server-tmp"
     tmpdir.mkdir(parents=True, exist_ok=True)
-    return RunningServer(base / "warehouse", base / "server.log", env={"TMPDIR": str(tmpdir), **env})
+    return RunningServer(base / "warehouse", base / "server.log", env={"TMPDIR": str(tmpdir), **env}, engine=engine)
 
 
 def _create(stub, t, schema=SCHEMA, configuration=None):
@@ -252,9 +253,10 @@ def test_no_plaintext_outside_the_table_during_a_large_batch(tmp_path, request):
         srv.stop()
 
 
-def test_staging_table_is_removed_after_the_batch(tmp_path):
-    """The known exception: above the local-relation limit the source is staged as a Delta table."""
-    srv = _server(tmp_path, FIVETRAN_DELTA_LOCAL_RELATION_LIMIT="200000")
+def test_staging_table_is_removed_after_the_batch(tmp_path, engine):
+    """The known exception: above the local-relation limit the source is staged under the
+    warehouse (Sail: a Delta table; Spark: Parquet files the engine reads in parallel)."""
+    srv = _server(tmp_path, engine, FIVETRAN_DELTA_LOCAL_RELATION_LIMIT="200000")
     try:
         _create(srv.stub, BIG)
         marker = "PLAINTEXT-" + uuid.uuid4().hex
@@ -264,20 +266,21 @@ def test_staging_table_is_removed_after_the_batch(tmp_path):
         wh = Path(srv.warehouse)
         staging = wh / "_fivetran_staging"
         table_dir = wh / SCHEMA / "big"
-        roots = {"TMPDIR": tmp_path / "server-tmp", "warehouse": wh}
+        # (Spark's JVM keeps its own private 0700 scratch under TMPDIR: tests/test_spark_process.py)
+        roots = {"TMPDIR": tmp_path / "server-tmp", "warehouse": wh} if engine == "sail" else {"warehouse": wh}
         with Watcher(roots, marker.encode(), srv.proc.pid, [table_dir], staging=staging) as w:
             assert srv.stub.WriteBatch(write_request(SCHEMA, BIG, replace=[f]), timeout=300).success
         assert w.staging_seen, "the batch should have gone through the staging table"
-        assert not w.hits and not w.new_outside["TMPDIR"], (w.hits, w.new_outside)
+        assert not w.hits and not w.new_outside.get("TMPDIR"), (w.hits, w.new_outside)
         assert not staging.exists() or not any(staging.iterdir()), "staging data left behind"
         assert read_delta_table(str(table_dir)).num_rows == 30_000
     finally:
         srv.stop()
 
 
-def test_staging_table_is_removed_at_startup_after_a_crash(tmp_path):
+def test_staging_table_is_removed_at_startup_after_a_crash(tmp_path, engine):
     env = {"FIVETRAN_DELTA_LOCAL_RELATION_LIMIT": "100000"}
-    srv = _server(tmp_path, **env)
+    srv = _server(tmp_path, engine, **env)
     wh = Path(srv.warehouse)
     staging = wh / "_fivetran_staging"
     table_dir = wh / SCHEMA / "big"
@@ -295,7 +298,7 @@ def test_staging_table_is_removed_at_startup_after_a_crash(tmp_path):
     finally:
         srv.stop()
     assert any(staging.rglob("*.parquet")), "the crash should have left staging data behind"
-    srv = _server(tmp_path, **env)  # restart on the same warehouse
+    srv = _server(tmp_path, engine, **env)  # restart on the same warehouse
     try:
         assert not staging.exists() or not any(staging.iterdir()), "staging data survived the restart"
         # the table is untouched (the MERGE never ran) and still usable
@@ -414,3 +417,21 @@ def test_keys_secrets_and_values_never_in_logs_or_errors(tmp_path, request):
     request.config.cache.set("reliability/secrets_logs", {
         "error_messages": len(messages), "keys": len(keys), "needles": len(needles), "log_bytes": len(log)})
     print("\n".join(["", "error messages checked:"] + messages))
+
+
+def test_staged_batches_keep_every_type(tmp_path, engine):
+    """Every batch staged (a 1 kB local-relation limit): the tester's input.json, all types
+    incl. naive and UTC timestamps, decimals, binary and JSON, compared with the model."""
+    from testkit import tester as tc
+    from testkit.server_process import TESTER_INPUTS
+
+    srv = _server(tmp_path, engine, FIVETRAN_DELTA_LOCAL_RELATION_LIMIT="1000")
+    try:
+        log = []
+        result = tc.run_input_file(srv.stub, srv.warehouse, TESTER_INPUTS / "input.json", "staged", log=log.append)
+        assert result.ok, "\n".join(result.problems + log[-30:])
+        assert "stage" not in " ".join(result.problems)
+        staging = Path(srv.warehouse) / "_fivetran_staging"
+        assert not staging.exists() or not any(staging.iterdir())
+    finally:
+        srv.stop()

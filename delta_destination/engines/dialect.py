@@ -129,6 +129,25 @@ def drop_view(spark, view: str) -> None:
         pass
 
 
+@contextmanager
+def staged_in_chunks(spark, warehouse: Warehouse, data: pa.Table) -> Iterator[str]:
+    """A batch too big for one local relation, appended in chunks to a private staging Delta
+    table under the warehouse (removed right after, and at start-up after a crash)."""
+    view = f"fivetran_src_{uuid.uuid4().hex}"
+    staging = warehouse.new_staging_location()
+    try:
+        rows_per_chunk = max(1, int(data.num_rows * LOCAL_RELATION_LIMIT / max(data.nbytes, 1)))
+        for offset in range(0, data.num_rows, rows_per_chunk):
+            chunk = data.slice(offset, rows_per_chunk)
+            run_engine("stage batch chunk",
+                       lambda: spark.createDataFrame(chunk).write.format("delta").mode("append").save(staging))
+        spark.read.format("delta").load(staging).createOrReplaceTempView(view)
+        yield view
+    finally:
+        drop_view(spark, view)
+        warehouse.remove_staging(staging)
+
+
 # What Sail 0.7.2 takes literally in a local table location (measured: see check_warehouse_root).
 SAIL_UNSAFE_ROOT = re.compile(r"[^A-Za-z0-9_\-./+@,:=]")
 
@@ -230,19 +249,8 @@ class SailDialect(Dialect):
             with super().shipped(spark, warehouse, data) as view:
                 yield view
             return
-        view = f"fivetran_src_{uuid.uuid4().hex}"
-        staging = warehouse.new_staging_location()
-        try:
-            rows_per_chunk = max(1, int(data.num_rows * LOCAL_RELATION_LIMIT / max(data.nbytes, 1)))
-            for offset in range(0, data.num_rows, rows_per_chunk):
-                chunk = data.slice(offset, rows_per_chunk)
-                run_engine("stage batch chunk",
-                           lambda: spark.createDataFrame(chunk).write.format("delta").mode("append").save(staging))
-            spark.read.format("delta").load(staging).createOrReplaceTempView(view)
+        with staged_in_chunks(spark, warehouse, data) as view:
             yield view
-        finally:
-            drop_view(spark, view)
-            warehouse.remove_staging(staging)
 
 
 def _registered_name(location: str) -> str:
@@ -261,11 +269,43 @@ class SparkDialect(Dialect):
       tables with column mapping (the table's own `delta.columnMapping.mode`, never assumed:
       a table Sail created has none and is rewritten as before, its protocol left alone)
       ALTER TABLE RENAME COLUMN / DROP COLUMNS, which change only the log's schema.
-    - Big batches travel as Spark Connect cached relations (chunked artifacts), which the
-      server keeps in the engine's private scratch folder (spark_process.py).
+    - Batches up to LOCAL_RELATION_LIMIT travel as Spark Connect local relations. A bigger
+      one would be materialised whole in the driver (a 1M-row, 20-column batch, 238 MB of
+      Arrow, ran a 2 GB driver out of heap): on a local warehouse it is written as Parquet
+      files to a private staging folder under `<warehouse>/_fivetran_staging/` (the same
+      documented exception as Sail's staging table, removed right after and at start-up after
+      a crash) and read by the engine in parallel; on an object-store warehouse it is appended
+      in chunks to a staging Delta table, as on Sail.
     """
 
     name = "spark"
+
+    @contextmanager
+    def shipped(self, spark, warehouse: Warehouse, data: pa.Table) -> Iterator[str]:
+        if data.nbytes <= LOCAL_RELATION_LIMIT:
+            with super().shipped(spark, warehouse, data) as view:
+                yield view
+            return
+        if not warehouse.is_local:
+            with staged_in_chunks(spark, warehouse, data) as view:
+                yield view
+            return
+        import pyarrow.parquet as pq
+
+        view = f"fivetran_src_{uuid.uuid4().hex}"
+        staging = warehouse.new_staging_location()
+        try:
+            os.makedirs(staging, mode=0o700)
+            rows_per_file = max(1, int(data.num_rows * LOCAL_RELATION_LIMIT / max(data.nbytes, 1)))
+            for i, offset in enumerate(range(0, data.num_rows, rows_per_file)):
+                pq.write_table(data.slice(offset, rows_per_file), os.path.join(staging, f"part-{i:05d}.parquet"),
+                               coerce_timestamps="us", allow_truncated_timestamps=False)
+            run_engine("read the staged batch", lambda: spark.read.parquet(staging).createOrReplaceTempView(view))
+            yield view
+        finally:
+            drop_view(spark, view)
+            warehouse.remove_staging(staging)
+
     # Spark writes INT96 timestamps by default; other readers turn them into nanoseconds,
     # which overflow for dates past 2262 (Fivetran's history end is 9999-12-31).
     session_conf = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
