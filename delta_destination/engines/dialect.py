@@ -264,7 +264,7 @@ class SparkDialect(Dialect):
     - New tables get deletion vectors (MERGE/UPDATE/DELETE mark rows instead of rewriting
       files) and column mapping by name (any UTF-8 column name; rename and drop column
       are metadata-only). Such tables need readers with those features: Sail 0.7.2 and
-      delta-rs read them; see docs/engines.md for writing them with Sail.
+      delta-rs read them, and Sail writes them (tests/test_cross_engine.py, docs/column-changes.md).
     - Standard SQL where Spark has it: ALTER TABLE ADD COLUMNS, SHOW TBLPROPERTIES, and on
       tables with column mapping (the table's own `delta.columnMapping.mode`, never assumed:
       a table Sail created has none and is rewritten as before, its protocol left alone)
