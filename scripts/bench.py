@@ -858,7 +858,7 @@ class Bench:
             "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join([".venv/bin/python", "scripts/bench.py", *sys.argv[1:]]),
             "scale": a.scale, "seed": a.seed, "machine": facts, "engines": self.engines,
-            "spark_driver_memory": os.environ.get("DELTA_DESTINATION_SPARK_DRIVER_MEMORY", "2g"),
+            "spark_driver_memory": os.environ.get("DELTA_DESTINATION_SPARK_DRIVER_MEMORY", "1536m"),
             "loadavg_end": [round(x, 2) for x in os.getloadavg()],
             "generate_s": round(gen_s, 1), "generation": self.gen.meta,
             "server_startup_s": first_start, "server_restarts_s": self.startup,
