@@ -44,14 +44,15 @@ def engine_server(server):
     return server
 
 
-# On the Spark engine the hostile-names replays run in the history variant only in `make test`
-# (it covers the live tables of each file too); the live variant joins `make test-slow`. Both
-# variants run on Sail. CI's hour does not hold every replay twice on both engines.
-SLOW_ON_SPARK = {"test_tester_input_with_hostile_names": "-live]"}
+# On the Spark engine some hostile-names replays run only in `make test-slow`: the live variant
+# of the tester-input replays (the history variant covers each file's live tables too) and the
+# Parquet-format replays (the batch format is decided before the engine; both engines read the
+# same Arrow). Everything runs on Sail. CI's hour does not hold every replay twice on both engines.
+SLOW_ON_SPARK = {"test_tester_input_with_hostile_names": "-live]", "test_parquet_batches_with_hostile_names": "]"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         suffix = SLOW_ON_SPARK.get(getattr(item, "originalname", ""))
-        if suffix and "[spark-" in item.nodeid and item.nodeid.endswith(suffix):
+        if suffix and "[spark" in item.nodeid and item.nodeid.endswith(suffix):
             item.add_marker(pytest.mark.slow)
