@@ -113,13 +113,22 @@ class Dialect:
     # -- shipping Arrow data to the engine ------------------------------------------------------
     @contextmanager
     def shipped(self, spark, warehouse: Warehouse, data: pa.Table) -> Iterator[str]:
-        """`data` as a temporary view in the engine; yields the view's name."""
+        """`data` as a temporary view in the engine; yields the view's name. Up to
+        LOCAL_RELATION_LIMIT as one local relation, bigger batches as the dialect stages them."""
+        if data.nbytes > LOCAL_RELATION_LIMIT:
+            with self.staged(spark, warehouse, data) as view:
+                yield view
+            return
         view = f"fivetran_src_{uuid.uuid4().hex}"
         try:
             spark.createDataFrame(data).createOrReplaceTempView(view)
             yield view
         finally:
             drop_view(spark, view)
+
+    def staged(self, spark, warehouse: Warehouse, data: pa.Table):
+        """How a batch over LOCAL_RELATION_LIMIT reaches the engine (a context manager yielding a view)."""
+        return staged_in_chunks(spark, warehouse, data)
 
 
 def drop_view(spark, view: str) -> None:
@@ -129,6 +138,13 @@ def drop_view(spark, view: str) -> None:
         pass
 
 
+def chunks(data: pa.Table) -> Iterator[pa.Table]:
+    """Zero-copy slices of `data` of at most ~LOCAL_RELATION_LIMIT bytes each."""
+    rows = max(1, int(data.num_rows * LOCAL_RELATION_LIMIT / max(data.nbytes, 1)))
+    for offset in range(0, data.num_rows, rows):
+        yield data.slice(offset, rows)
+
+
 @contextmanager
 def staged_in_chunks(spark, warehouse: Warehouse, data: pa.Table) -> Iterator[str]:
     """A batch too big for one local relation, appended in chunks to a private staging Delta
@@ -136,12 +152,31 @@ def staged_in_chunks(spark, warehouse: Warehouse, data: pa.Table) -> Iterator[st
     view = f"fivetran_src_{uuid.uuid4().hex}"
     staging = warehouse.new_staging_location()
     try:
-        rows_per_chunk = max(1, int(data.num_rows * LOCAL_RELATION_LIMIT / max(data.nbytes, 1)))
-        for offset in range(0, data.num_rows, rows_per_chunk):
-            chunk = data.slice(offset, rows_per_chunk)
+        for chunk in chunks(data):
             run_engine("stage batch chunk",
                        lambda: spark.createDataFrame(chunk).write.format("delta").mode("append").save(staging))
         spark.read.format("delta").load(staging).createOrReplaceTempView(view)
+        yield view
+    finally:
+        drop_view(spark, view)
+        warehouse.remove_staging(staging)
+
+
+@contextmanager
+def staged_as_parquet(spark, warehouse: Warehouse, data: pa.Table) -> Iterator[str]:
+    """A batch too big for one local relation, written by pyarrow as Parquet files to a private
+    (0700) staging folder of a local warehouse and read by the engine in parallel (removed
+    right after, and at start-up after a crash)."""
+    import pyarrow.parquet as pq
+
+    view = f"fivetran_src_{uuid.uuid4().hex}"
+    staging = warehouse.new_staging_location()
+    try:
+        os.makedirs(staging, mode=0o700)
+        for i, chunk in enumerate(chunks(data)):
+            pq.write_table(chunk, os.path.join(staging, f"part-{i:05d}.parquet"),
+                           coerce_timestamps="us", allow_truncated_timestamps=False)
+        run_engine("read the staged batch", lambda: spark.read.parquet(staging).createOrReplaceTempView(view))
         yield view
     finally:
         drop_view(spark, view)
@@ -243,15 +278,6 @@ class SailDialect(Dialect):
             pass
         return texts
 
-    @contextmanager
-    def shipped(self, spark, warehouse: Warehouse, data: pa.Table) -> Iterator[str]:
-        if data.nbytes <= LOCAL_RELATION_LIMIT:
-            with super().shipped(spark, warehouse, data) as view:
-                yield view
-            return
-        with staged_in_chunks(spark, warehouse, data) as view:
-            yield view
-
 
 def _registered_name(location: str) -> str:
     return "fivetran_t_" + hashlib.sha1(location.encode("utf-8")).hexdigest()[:24]
@@ -280,31 +306,10 @@ class SparkDialect(Dialect):
 
     name = "spark"
 
-    @contextmanager
-    def shipped(self, spark, warehouse: Warehouse, data: pa.Table) -> Iterator[str]:
-        if data.nbytes <= LOCAL_RELATION_LIMIT:
-            with super().shipped(spark, warehouse, data) as view:
-                yield view
-            return
-        if not warehouse.is_local:
-            with staged_in_chunks(spark, warehouse, data) as view:
-                yield view
-            return
-        import pyarrow.parquet as pq
-
-        view = f"fivetran_src_{uuid.uuid4().hex}"
-        staging = warehouse.new_staging_location()
-        try:
-            os.makedirs(staging, mode=0o700)
-            rows_per_file = max(1, int(data.num_rows * LOCAL_RELATION_LIMIT / max(data.nbytes, 1)))
-            for i, offset in enumerate(range(0, data.num_rows, rows_per_file)):
-                pq.write_table(data.slice(offset, rows_per_file), os.path.join(staging, f"part-{i:05d}.parquet"),
-                               coerce_timestamps="us", allow_truncated_timestamps=False)
-            run_engine("read the staged batch", lambda: spark.read.parquet(staging).createOrReplaceTempView(view))
-            yield view
-        finally:
-            drop_view(spark, view)
-            warehouse.remove_staging(staging)
+    def staged(self, spark, warehouse: Warehouse, data: pa.Table):
+        if warehouse.is_local:
+            return staged_as_parquet(spark, warehouse, data)
+        return staged_in_chunks(spark, warehouse, data)
 
     # Spark writes INT96 timestamps by default; other readers turn them into nanoseconds,
     # which overflow for dates past 2262 (Fivetran's history end is 9999-12-31).
