@@ -47,7 +47,7 @@ def test_make_run_serves_and_passes_the_tester_client(tmp_path, engine):
         assert "RESULT: OK" in client.stdout
         log = server.log_text()
         label = "engine Apache Spark (local)" if engine == "spark" else "engine Sail (embedded)"
-        assert label in log, log[-3000:]
+        assert f"destination ready: warehouse {warehouse}, {label}" in log, log[:3000] + " ... " + log[-1500:]
         assert (warehouse / "tester").is_dir()
     finally:
         server.stop()

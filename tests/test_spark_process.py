@@ -61,6 +61,23 @@ def test_missing_jars_give_a_clear_error(tmp_path):
         sp.delta_jars(tmp_path)
 
 
+def test_waiting_for_the_engine_port_is_not_fooled_by_a_tcp_self_connect():
+    import socket
+
+    # Force what the kernel does by chance: a socket whose source port is the target port
+    # connects to itself although nobody listens there.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.connect(("127.0.0.1", port))
+        assert sp.connected_to_itself(sock)
+    assert not sp.accepts_connections(port)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        assert sp.accepts_connections(listener.getsockname()[1])
+
+
 def test_stale_scratch_of_dead_owners_is_removed_live_ones_kept(tmp_path):
     dead = psutil.Popen(["true"])
     dead.wait()
@@ -134,5 +151,13 @@ def test_health_follows_the_engine_and_a_dead_jvm_is_restarted(tmp_path):
         resp = srv.stub.Test(common_pb2.TestRequest(name="spark_engine", configuration={}), timeout=300)
         assert resp.success, resp
         assert _engine_jvm(srv).pid != jvm.pid
+        # Health comes back, and the log tells the operator both changes.
+        deadline = time.time() + 60
+        while health.Check(health_pb2.HealthCheckRequest(service="")).status != health_pb2.HealthCheckResponse.SERVING:
+            assert time.time() < deadline, "health not SERVING again with a new engine answering"
+            time.sleep(0.5)
+        log = srv.log_text()
+        assert "engine Apache Spark (local) does not answer" in log
+        assert log.count("destination ready:") == 2, log[-3000:]
     finally:
         srv.stop()

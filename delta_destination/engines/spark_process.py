@@ -146,6 +146,22 @@ def free_loopback_port() -> int:
         return s.getsockname()[1]
 
 
+def connected_to_itself(sock: socket.socket) -> bool:
+    """A TCP connect to a loopback port nobody listens on can succeed by connecting to
+    itself, when the kernel picks that very port as the source (the ports we wait on come
+    from the ephemeral range). Such a socket says nothing about the engine."""
+    return sock.getsockname() == sock.getpeername()
+
+
+def accepts_connections(port: int) -> bool:
+    """Does something listen on 127.0.0.1:port (not a self-connect)?"""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            return not connected_to_itself(sock)
+    except OSError:
+        return False
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -253,11 +269,9 @@ class LocalSparkServer:
             if self._proc.poll() is not None:
                 raise EngineUnavailable(f"the local Spark engine exited during start-up (code {self._proc.returncode}): "
                                         + self._startup_failure())
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.2)
+            if accepts_connections(self.port):
+                return
+            time.sleep(0.2)
         raise EngineUnavailable(f"the local Spark engine did not listen within {self.options.startup_timeout:.0f}s")
 
     def _startup_failure(self) -> str:

@@ -65,6 +65,28 @@ def _bind(server: grpc.Server, port: int) -> None:
     log.info(f"listening on {', '.join(bound)}")
 
 
+class EngineHealth:
+    """The engine's state as gRPC health, with a log line whenever it changes: an operator
+    must see when the destination became ready even when the engine came up only on a
+    later try, and when (and for how long) it stopped answering."""
+
+    def __init__(self, servicer: health.HealthServicer, settings: Settings):
+        self._servicer = servicer
+        self._settings = settings
+        self._serving: bool | None = None
+
+    def set(self, serving: bool) -> None:
+        if serving == self._serving:
+            return
+        self._servicer.set("", health_pb2.HealthCheckResponse.SERVING if serving
+                           else health_pb2.HealthCheckResponse.NOT_SERVING)
+        if serving:
+            log.info(f"destination ready: warehouse {self._settings.warehouse}, engine {self._settings.engine_label}")
+        elif self._serving is not None:
+            log.warning(f"engine {self._settings.engine_label} does not answer: health NOT_SERVING until it does")
+        self._serving = serving
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["maintain"]:
@@ -98,21 +120,20 @@ def main(argv=None) -> int:
     server.start()
 
     # Start the engine before declaring ourselves healthy.
+    published = EngineHealth(health_servicer, settings)
     try:
         engines.get(settings)
-        health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-        log.info(f"destination ready: warehouse {settings.warehouse}, engine {settings.engine_label}")
+        published.set(True)
     except Exception as exc:  # noqa: BLE001
-        log.error(f"the Spark engine did not start ({type(exc).__name__}); will keep trying")
+        reason = exc.message if isinstance(exc, DestinationError) else type(exc).__name__
+        log.error(f"the engine did not start ({reason}); will keep trying every {HEALTH_INTERVAL:.0f}s")
 
     stop = threading.Event()
 
     def watch_health():
         while not stop.wait(HEALTH_INTERVAL):
             ok = engines.healthy(settings)
-            health_servicer.set(
-                "", health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
-            )
+            published.set(ok)
             if not ok:
                 engines.answers(settings)  # restarts a local engine that died; the next round reports it
 
