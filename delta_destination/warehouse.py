@@ -58,20 +58,37 @@ def normalise_root(path: str) -> str:
 RESERVED_SCHEMAS = (STAGING_DIR, TRASH_DIR)
 
 
+def commit_files(location: str) -> list[str]:
+    """The paths of a local Delta table's commit files (`_delta_log/<20 digits>.json`)."""
+    log_dir = os.path.join(location, "_delta_log")
+    try:
+        names = os.listdir(log_dir)
+    except OSError:
+        return []
+    return [os.path.join(log_dir, n) for n in names if n.endswith(".json") and n[:20].isdigit()]
+
+
 def has_commits(location: str) -> bool:
     """A local Delta table exists once its log holds a commit."""
-    log_dir = os.path.join(location, "_delta_log")
-    if not os.path.isdir(log_dir):
-        return False
-    return any(n.endswith(".json") and n[:20].isdigit() for n in os.listdir(log_dir))
+    return bool(commit_files(location))
+
+
+def last_commit_time(location: str) -> float:
+    """When a local table was last written (0 when it has no commits)."""
+    times = []
+    for path in commit_files(location):
+        try:
+            times.append(os.path.getmtime(path))
+        except OSError:  # removed by log clean-up meanwhile
+            continue
+    return max(times, default=0.0)
 
 
 def remove_failed_create(location: str) -> None:
     """A crash during CREATE can leave a local directory without commits or data: remove it."""
     if is_url(location) or not os.path.isdir(location):
         return
-    log_dir = os.path.join(location, "_delta_log")
-    has_commit = os.path.isdir(log_dir) and any(n.endswith(".json") for n in os.listdir(log_dir))
+    has_commit = has_commits(location)
     has_data = any(n.endswith(".parquet") for n in os.listdir(location))
     if not has_commit and not has_data:
         shutil.rmtree(location, ignore_errors=True)

@@ -26,7 +26,7 @@ from typing import Iterator, Optional
 from .. import logs
 from ..engines.errors import run_engine
 from ..settings import Settings
-from ..warehouse import Warehouse
+from ..warehouse import Warehouse, last_commit_time
 from .catalog import Catalog, TableRef
 from .errors import InvalidRequest, TableNotFound, UnsupportedOperation
 
@@ -156,9 +156,3 @@ class PeriodicUpkeep:
         return reports
 
 
-def last_commit_time(location: str) -> float:
-    log_dir = os.path.join(location, "_delta_log")
-    try:
-        return max(os.path.getmtime(os.path.join(log_dir, n)) for n in os.listdir(log_dir) if n.endswith(".json"))
-    except (OSError, ValueError):
-        return 0.0
