@@ -110,6 +110,37 @@ def test_airbyte_write_emits_schema_valid_runs_with_uri_version_and_counts(tmp_p
     assert v_second == v_first + 1
 
 
+def test_airbyte_overwrite_reports_the_real_table_not_its_staging_table(tmp_path, monkeypatch):
+    """An overwrite collects rows in a working table and swaps them in with one commit: lineage
+    names the table the user reads (the swap is its OVERWRITE), never the staging table."""
+    events_path = tmp_path / "openlineage.jsonl"
+    for k, v in transport_env(events_path).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("OPENLINEAGE_URL", raising=False)
+    wh = tmp_path / "wh"
+    cfg = write_json(tmp_path / "config.json", {"warehouse_path": str(wh), "engine": ENGINE})
+    cat = write_json(tmp_path / "catalog.json", {"streams": [
+        stream("snap", {"id": {"type": "integer"}}, "overwrite")]})
+    location = wh / "airbyte" / "snap"
+    uri = table_uri(str(wh), "airbyte", "snap")
+    for ids in ([1, 2], [3]):
+        done = run(["write", "--config", cfg, "--catalog", cat],
+                   [*(airbyte_record("snap", {"id": i}) for i in ids), stream_state("snap", {"c": ids[-1]})])
+        assert done.rc == 0, done.stderr[-2000:]
+    assert sorted(r["id"] for r in read_delta_table(str(location)).to_pylist()) == [3]
+    assert not any(p.name.startswith("=2Eairbyte_tmp") for p in (wh / "airbyte").iterdir())
+
+    ordered = ordered_runs(read_events(events_path))
+    assert ordered
+    for r in ordered:
+        assert_names_table(r, uri)
+        assert r[-1]["eventType"] == "COMPLETE"
+    lifecycles = [output(r)["facets"].get("lifecycleStateChange", {}).get("lifecycleStateChange") for r in ordered]
+    assert lifecycles.count("OVERWRITE") == 2, lifecycles
+    swap = ordered[lifecycles.index("OVERWRITE", lifecycles.index("OVERWRITE") + 1)]
+    assert output(swap)["facets"]["version"]["datasetVersion"] == str(delta_version(str(location)))
+
+
 def test_conduit_batch_emits_schema_valid_runs_with_uri_version_and_counts(tmp_path):
     events_path = tmp_path / "openlineage.jsonl"
     wh = tmp_path / "wh"

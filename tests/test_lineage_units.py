@@ -160,6 +160,24 @@ def test_events_fill_in_the_committed_version_and_survive_failing_listeners(tmp_
                     ("started", "t"), ("failed", "InvalidRequest")]
 
 
+def test_a_doors_working_tables_get_no_lineage_but_keep_their_commit_log_line(tmp_path, lineage_log):
+    from delta_destination.lineage.listeners import AirflowListener
+
+    sent = []
+    events = Events("airbyte")
+    events.working_table = lambda schema, table: table.startswith(".tmp")
+    airflow = AirflowListener(sent.append)
+    events.listeners += [airflow, CommitLog()]
+    for table in (".tmp_staging", "real"):
+        with events.operation("AirbyteWrite", "s", table, str(tmp_path / "s" / table)) as outcome:
+            outcome.committed, outcome.version = True, 1
+    airflow.close(5)
+    assert [e.uri for e in sent] == [f"file://{tmp_path}/s/real"]
+    committed = [r.getMessage() for r in lineage_log.records if "committed" in r.getMessage()]
+    assert committed == [f"AirbyteWrite committed file://{tmp_path}/s/=2Etmp_staging at Delta version 1",  # the name as a path component
+                         f"AirbyteWrite committed file://{tmp_path}/s/real at Delta version 1"]
+
+
 # ---- FAIL events say nothing a customer value could be in ---------------------------------------------
 
 def test_fail_events_carry_typed_messages_or_the_class_only():

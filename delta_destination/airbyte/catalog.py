@@ -83,6 +83,11 @@ class StreamPlan:
         return f"{STAGING_PREFIX}{digest}_g{self.generation_id or 0}"
 
 
+def is_staging_table(_schema: str, table: str) -> bool:
+    """Stream names may not take the staging prefix (plan_stream refuses them)."""
+    return table.startswith(STAGING_PREFIX)
+
+
 def _paths(value: Any, what: str, stream: str) -> list[str]:
     """Top-level field names of a key/cursor given as [[a], [b]] (key) or [a] (cursor)."""
     out = []

@@ -16,7 +16,7 @@ from ..core import errors as core_errors
 from ..core.api import DeltaCore
 from ..core.probe import probe_warehouse
 from ..engines.session import Engines
-from .catalog import plan_catalog
+from .catalog import is_staging_table, plan_catalog
 from .config import load_json_file, parse_config, spec
 from .errors import CatalogInvalid, ConfigInvalid
 from .protocol import LogHandler, Output, connection_status, read_lines, spec_message, trace_error
@@ -94,6 +94,7 @@ def main(argv: Optional[list] = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     engines = Engines()
     core = DeltaCore(engines, door="airbyte")
+    core.events.working_table = is_staging_table  # lineage names the real tables only
     lineage_events = lineage.attach(core)  # commit log lines with URIs; OpenLineage/Airflow when configured
     try:
         if args.command == "spec":

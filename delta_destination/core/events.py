@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Protocol
+from typing import Callable, Iterator, Optional, Protocol
 
 from .. import logs
 from ..warehouse import is_url
@@ -27,6 +27,7 @@ class TableEvent:
     schema: str
     table: str
     location: str     # where the table lives (a local path or a storage URL)
+    working: bool = False  # a door's working table (e.g. Airbyte's overwrite staging), not a dataset of its own
 
 
 @dataclass
@@ -67,6 +68,9 @@ class Events:
     def __init__(self, door: str = "core"):
         self.door = door
         self.listeners: list[Listener] = []
+        # (schema, table) -> is it one of the door's working tables? Lineage leaves those out:
+        # their rows reach a real table in a later operation, which is the one reported.
+        self.working_table: Callable[[str, str], bool] = lambda _schema, _table: False
 
     def _notify(self, method: str, *args) -> None:
         for listener in self.listeners:
@@ -80,7 +84,8 @@ class Events:
         if not self.listeners:
             yield TableOutcome()
             return
-        event = TableEvent(str(uuid.uuid4()), self.door, operation, schema, table, location)
+        event = TableEvent(str(uuid.uuid4()), self.door, operation, schema, table, location,
+                           working=self.working_table(schema, table))
         outcome = TableOutcome()
         self._notify("started", event)
         try:

@@ -54,13 +54,16 @@ class OpenLineageListener:
         self.sender: BackgroundSender = BackgroundSender("OpenLineage", client.emit, capacity)
 
     def started(self, event: TableEvent) -> None:
-        self.sender.submit(run_event(RunState.START, event, self.job_namespace, event_uri(event)))
+        if not event.working:
+            self.sender.submit(run_event(RunState.START, event, self.job_namespace, event_uri(event)))
 
     def completed(self, event: TableEvent, outcome: TableOutcome) -> None:
-        self.sender.submit(run_event(RunState.COMPLETE, event, self.job_namespace, event_uri(event), outcome))
+        if not event.working:
+            self.sender.submit(run_event(RunState.COMPLETE, event, self.job_namespace, event_uri(event), outcome))
 
     def failed(self, event: TableEvent, error: BaseException) -> None:
-        self.sender.submit(run_event(RunState.FAIL, event, self.job_namespace, event_uri(event), error=error))
+        if not event.working:
+            self.sender.submit(run_event(RunState.FAIL, event, self.job_namespace, event_uri(event), error=error))
 
     def close(self, timeout: float) -> bool:
         drained = self.sender.close(timeout)
@@ -82,7 +85,7 @@ class AirflowListener:
 
     def completed(self, event: TableEvent, outcome: TableOutcome) -> None:
         uri = event_uri(event)
-        if not outcome.committed or uri is None:
+        if not outcome.committed or uri is None or event.working:
             return
         extra = {"operation": event.operation, "door": event.door, "openlineage_run_id": event.run_id}
         for key, value in (("delta_version", outcome.version), ("inserted", outcome.inserted),
