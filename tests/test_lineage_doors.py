@@ -97,16 +97,15 @@ def test_airbyte_write_emits_schema_valid_runs_with_uri_version_and_counts(tmp_p
     assert create[-1]["job"]["facets"]["jobType"]["jobType"] == "CREATE_TABLE"
     assert output(create)["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "CREATE"
     assert output(create)["facets"]["version"]["datasetVersion"] == str(v_first - 1)
-    for r, version, sent in ((write1, v_first, 3), (write2, v_second, 2)):
+    # The engine's counts from the commit: the second write inserted id 4 and replaced id 2.
+    for r, version, counts in ((write1, v_first, (3, 0, 0)), (write2, v_second, (1, 1, 0))):
         out = output(r)
         assert r[-1]["job"]["facets"]["jobType"]["jobType"] == "AIRBYTE_WRITE"
         assert out["facets"]["version"]["datasetVersion"] == str(version)
         commit = out["outputFacets"]["deltaDestination_commit"]
         assert commit["door"] == "airbyte" and commit["operation"] == "AirbyteWrite"
-        # "inserted" counts the rows upserted by the commit (the core's count; id 2 in the second write
-        # replaced an existing row and is counted there too).
-        assert (commit["inserted"], commit["updated"], commit["deleted"]) == (sent, 0, 0)
-        assert out["outputFacets"]["outputStatistics"]["rowCount"] == sent
+        assert (commit["inserted"], commit["updated"], commit["deleted"]) == counts
+        assert out["outputFacets"]["outputStatistics"]["rowCount"] == counts[0] + counts[1]
     assert v_second == v_first + 1
 
 
@@ -183,7 +182,8 @@ def test_conduit_batch_emits_schema_valid_runs_with_uri_version_and_counts(tmp_p
         assert r[-1]["job"]["facets"]["jobType"]["integration"] == "CONDUIT_DELTA"
     assert create[-1]["job"]["facets"]["jobType"]["jobType"] == "CREATE_TABLE"
     assert output(create)["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "CREATE"
-    for r, version, counts in ((batch1, v_first, (4, 0, 0)), (batch2, v_second, (3, 0, 1))):
+    # The engine's counts: the second batch inserted 9 and 10, updated 2, deleted 3.
+    for r, version, counts in ((batch1, v_first, (4, 0, 0)), (batch2, v_second, (2, 1, 1))):
         out = output(r)
         assert out["facets"]["version"]["datasetVersion"] == str(version)
         commit = out["outputFacets"]["deltaDestination_commit"]

@@ -178,6 +178,53 @@ def test_a_doors_working_tables_get_no_lineage_but_keep_their_commit_log_line(tm
                          f"AirbyteWrite committed file://{tmp_path}/s/real at Delta version 1"]
 
 
+def test_row_counts_come_from_the_commits_operation_metrics(tmp_path):
+    from delta_destination.core.delta_log import commit_info, row_counts
+
+    log_dir = tmp_path / "_delta_log"
+    log_dir.mkdir()
+    spark_merge = {"commitInfo": {"operation": "MERGE", "engineInfo": "Apache-Spark/4.0.1 Delta-Lake/4.0.0",
+                                  "operationMetrics": {"numTargetRowsInserted": "7", "numTargetRowsUpdated": "2",
+                                                       "numTargetRowsDeleted": "1", "numOutputRows": "40"}}}
+    (log_dir / "00000000000000000003.json").write_text(
+        json.dumps({"add": {"path": "x.parquet"}}) + "\n" + json.dumps(spark_merge) + "\n")
+    assert row_counts(commit_info(str(tmp_path), 3)) == (7, 2, 1)
+    assert commit_info(str(tmp_path), 4) is None  # no such commit
+    assert row_counts({"operation": "WRITE", "operationMetrics": {"numOutputRows": 5}}) == (5, 0, 0)
+    assert row_counts({"operation": "UPDATE", "operationMetrics": {"numUpdatedRows": "3"}}) == (0, 3, 0)
+    assert row_counts({"operation": "DELETE", "operationMetrics": {"numDeletedRows": 4}}) == (0, 0, 4)
+    assert row_counts({"operation": "ADD COLUMNS"}) is None
+    assert row_counts({"operation": "MERGE", "operationMetrics": {"numTargetRowsInserted": "many"}}) is None
+
+
+def test_a_write_reports_the_engines_counts_and_a_schema_rewrite_none(tmp_path):
+    """Counts replace the request's only for data writes (the operation said it wrote rows)."""
+    location = tmp_path / "t"
+    (location / "_delta_log").mkdir(parents=True)
+    merge = {"commitInfo": {"operation": "MERGE", "operationMetrics": {
+        "numTargetRowsInserted": 1, "numTargetRowsUpdated": 1, "numTargetRowsDeleted": 0}}}
+    (location / "_delta_log" / "00000000000000000000.json").write_text(json.dumps(merge) + "\n")
+    seen = []
+
+    class Outcomes:
+        def started(self, event):
+            pass
+
+        def completed(self, event, outcome):
+            seen.append(outcome)
+
+        failed = completed
+
+    events = Events("fivetran")
+    events.listeners.append(Outcomes())
+    with events.operation("WriteBatch", "s", "t", str(location)) as outcome:
+        outcome.committed, outcome.inserted, outcome.updated, outcome.deleted = True, 2, 0, 0  # 2 upserts
+    with events.operation("AlterTable", "s", "t", str(location)) as outcome:
+        outcome.committed, outcome.lifecycle = True, "ALTER"
+    assert (seen[0].inserted, seen[0].updated, seen[0].deleted) == (1, 1, 0)
+    assert (seen[1].inserted, seen[1].updated, seen[1].deleted) == (None, None, None)
+
+
 # ---- FAIL events say nothing a customer value could be in ---------------------------------------------
 
 def test_fail_events_carry_typed_messages_or_the_class_only():

@@ -13,7 +13,7 @@ from typing import Callable, Iterator, Optional, Protocol
 
 from .. import logs
 from ..warehouse import is_url
-from .delta_log import delta_version
+from .delta_log import commit_info, delta_version, row_counts
 from .model import Column
 
 log = logs.get(__name__)
@@ -98,4 +98,9 @@ class Events:
                 outcome.version = committed_version(location)
             except OSError:  # reporting only: never fails a write that has committed
                 pass
+        if outcome.committed and outcome.version is not None and outcome.inserted is not None:
+            # A data write: the rows as the engine counted them, where the commit says.
+            counts = row_counts(commit_info(location, outcome.version))
+            if counts is not None:
+                outcome.inserted, outcome.updated, outcome.deleted = counts
         self._notify("completed", event, outcome)

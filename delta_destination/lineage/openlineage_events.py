@@ -52,8 +52,8 @@ COMMIT_FACET_SCHEMA = {
                     "properties": {
                         "operation": {"type": "string", "description": "the core operation (WriteBatch, Truncate, ...)"},
                         "door": {"type": "string", "description": "the front door that asked (fivetran, airbyte, conduit)"},
-                        "inserted": {"type": "integer", "minimum": 0, "description": "rows inserted or upserted"},
-                        "updated": {"type": "integer", "minimum": 0, "description": "rows updated"},
+                        "inserted": {"type": "integer", "minimum": 0, "description": "rows inserted (as the engine counted them in the commit; else rows upserted)"},
+                        "updated": {"type": "integer", "minimum": 0, "description": "existing rows updated or replaced"},
                         "deleted": {"type": "integer", "minimum": 0, "description": "rows deleted"},
                     },
                     "required": ["operation", "door"],
