@@ -78,6 +78,22 @@ def test_waiting_for_the_engine_port_is_not_fooled_by_a_tcp_self_connect():
         assert sp.accepts_connections(listener.getsockname()[1])
 
 
+def test_an_aborted_jvm_start_is_reported_with_its_fatal_error_not_its_environment(tmp_path):
+    (tmp_path / "engine.log").write_text("WARNING: Using incubator modules\nstarting\n")
+    (tmp_path / "hs_err_pid77.log").write_text(
+        "#\n# A fatal error has been detected by the Java Runtime Environment:\n#\n"
+        "#  SIGSEGV (0xb) at pc=0x00007f, pid=77, tid=78\n#\n"
+        "# JRE version: OpenJDK Runtime Environment (17.0.12+7)\n"
+        "---------------  S U M M A R Y ------------\n\nEnvironment Variables:\nAWS_SECRET_ACCESS_KEY=hunter2\n")
+    server = object.__new__(sp.LocalSparkServer)
+    server.private_dir = tmp_path
+    text = server.startup_failure()
+    assert "A fatal error has been detected" in text and "SIGSEGV" in text
+    assert "hunter2" not in text
+    (tmp_path / "hs_err_pid77.log").unlink()
+    assert server.startup_failure() == "WARNING: Using incubator modules; starting"
+
+
 def test_stale_scratch_of_dead_owners_is_removed_live_ones_kept(tmp_path):
     dead = psutil.Popen(["true"])
     dead.wait()

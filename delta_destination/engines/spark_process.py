@@ -267,21 +267,30 @@ class LocalSparkServer:
         deadline = time.monotonic() + self.options.startup_timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise EngineUnavailable(f"the local Spark engine exited during start-up (code {self._proc.returncode}): "
-                                        + self._startup_failure())
+                code = self._proc.returncode
+                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+                raise EngineUnavailable(f"the local Spark engine {how} during start-up: " + self.startup_failure())
             if accepts_connections(self.port):
                 return
             time.sleep(0.2)
         raise EngineUnavailable(f"the local Spark engine did not listen within {self.options.startup_timeout:.0f}s")
 
-    def _startup_failure(self) -> str:
+    def startup_failure(self) -> str:
         """The exception lines of the engine's start-up log (no data flowed yet)."""
         try:
             lines = (self.private_dir / "engine.log").read_text(errors="replace").splitlines()
         except OSError:
             return "no engine log"
         wanted = [ln.strip() for ln in lines if "Exception" in ln or "Error" in ln][:3]
-        return "; ".join(wanted)[:600] or "see the engine log"
+        # A JVM that aborted leaves hs_err_pid<N>.log in its working directory (the private
+        # folder, removed with it): its '#' header names the fatal error (never the environment).
+        for crash in sorted(self.private_dir.glob("hs_err_pid*.log"))[:1]:
+            header = [ln.strip("# ").strip() for ln in crash.read_text(errors="replace").splitlines()[:12]
+                      if ln.startswith("#") and ln.strip("# ").strip()]
+            wanted += header[:4]
+        if not wanted:
+            wanted = [ln.strip() for ln in lines if ln.strip()][-2:]
+        return "; ".join(wanted)[:800] or "the engine log is empty"
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
