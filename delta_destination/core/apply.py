@@ -21,6 +21,7 @@ from ..settings import Settings
 from .catalog import Catalog, TableRef
 from .changes import ChangeSet, Changes, CommitResult, Op
 from .errors import SchemaMismatch, ValueConversionError
+from .key_ranges import keys_cannot_match
 from .memory import check_budget, table_size
 from .model import TableSchema
 from .sql import OP_APPEND, OP_DELETE, OP_UPDATE, OP_UPSERT, insert_sql, key_probe_sql, merge_sql
@@ -193,8 +194,11 @@ class Writer:
         name = self.catalog.sql_name(eng, ref)
         spark = eng.spark
         with eng.dialect.shipped(spark, self.catalog.warehouse(settings), source) as view:
-            probe = key_probe_sql(name, view, table, keys)
-            if not run_engine(f"probe keys of {ref.display}", lambda: spark.sql(probe).collect()):
+            new_keys_only = keys_cannot_match(ref.location, table, keys, source)  # from the log, no engine
+            if not new_keys_only and eng.dialect.probes_keys_before_merge:
+                probe = key_probe_sql(name, view, table, keys)
+                new_keys_only = not run_engine(f"probe keys of {ref.display}", lambda: spark.sql(probe).collect())
+            if new_keys_only:
                 # Fast path (initial syncs, new keys): nothing to update or delete, so a plain
                 # append of the upserts -- still one commit, no rewrite of existing files.
                 sql = insert_sql(name, view, table) if OP_UPSERT in source_ops(source) else ""

@@ -103,6 +103,12 @@ class Dialect:
     def vacuum(self, spark, location: str, retention_hours: int) -> None:
         raise UnsupportedOperation(f"{self.name} cannot remove unreferenced files (VACUUM){SPARK_HINT}")
 
+    # -- keyed writes ------------------------------------------------------------------------------
+    # Ask the engine whether any key of a batch is stored before a MERGE, so that a batch of new
+    # keys is a plain append? Worth a join over the table's keys only where a MERGE that matches
+    # nothing costs more than that join (see the dialects).
+    probes_keys_before_merge = True
+
     # -- memory ------------------------------------------------------------------------------------
     def merge_memory_estimate(self, target_bytes: int, source_bytes: int) -> int | None:
         """Peak bytes of a process running a MERGE of `source_bytes` (Arrow) into a table of
@@ -121,7 +127,8 @@ class Dialect:
             return
         view = f"fivetran_src_{uuid.uuid4().hex}"
         try:
-            spark.createDataFrame(data).createOrReplaceTempView(view)
+            with logs.timed(log, f"shipping {data.num_rows} rows to the engine"):
+                spark.createDataFrame(data).createOrReplaceTempView(view)
             yield view
         finally:
             drop_view(spark, view)
@@ -217,6 +224,10 @@ class SailDialect(Dialect):
             raise InvalidRequest(
                 f"the warehouse path has characters the embedded Sail engine cannot address ({shown}); "
                 "use a path of ASCII letters, digits and - _ . / + @ , : = (or the Apache Spark engine: --engine spark)")
+
+    # Sail's MERGE holds the whole target in a hash join whatever it matches (and is refused by
+    # the memory guard on big tables): the probe keeps new-key batches out of it.
+    probes_keys_before_merge = True
 
     # Sail's MERGE hashes the whole target (all columns) as the join's build side, three times
     # over in one plan: measured 1.1 / 2.4 / 4.9 GiB peak RSS at 44 / 147 / 294 MB of target
@@ -314,6 +325,11 @@ class SparkDialect(Dialect):
     # Spark writes INT96 timestamps by default; other readers turn them into nanoseconds,
     # which overflow for dates past 2262 (Fivetran's history end is 9999-12-31).
     session_conf = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+
+    # delta-spark's MERGE finds the touched files first and, when there are none, only writes
+    # the inserts (no rewrite): a probe before it is the same join twice. Measured on 2 cores,
+    # 100k new keys into 1M rows: probe + append 19.3 s, MERGE alone 9.9 s, its commit all adds.
+    probes_keys_before_merge = False
 
     FEATURES = {
         "delta.enableDeletionVectors": "true",

@@ -74,7 +74,8 @@ def run_engine(action: str, fn: Callable[[], T], *, attempts: int = 5, base_dela
     already retried by the Spark Connect client's policy (session.py), so it fails here at once."""
     for attempt in range(1, attempts + 1):
         try:
-            return fn()
+            with logs.timed(log, action):  # a slow engine step names itself in the log
+                return fn()
         except DestinationError:
             raise
         except Exception as exc:  # noqa: BLE001 - classified below
