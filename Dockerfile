@@ -6,8 +6,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends make && rm -rf 
 COPY pyproject.toml Makefile README.md ./
 COPY proto ./proto
 COPY delta_destination ./delta_destination
-# Build the venv and generate the gRPC stubs from proto/ exactly as `make` does locally.
-RUN make install PYTHON=python3.11 && mkdir -p /data/warehouse
+# Build the venv and generate the gRPC stubs from proto/ exactly as `make` does locally (without the
+# Delta jars of the Apache Spark engine: this image has no JVM).
+RUN make install-python PYTHON=python3.11 && mkdir -p /data/warehouse
 
 EXPOSE 50052
 VOLUME ["/data/warehouse"]

@@ -12,9 +12,12 @@ WAREHOUSE ?= ./warehouse
 ENGINE ?= sail
 SPARK_JARS := .spark-jars
 
-.PHONY: install proto run test test-slow test-clients bench clean conduit airbyte-clients
+.PHONY: install install-python proto run test test-slow test-clients bench clean conduit airbyte-clients
 
-install: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated $(SPARK_JARS)/.fetched
+install: install-python $(SPARK_JARS)/.fetched
+
+# The venv and the generated stubs: all the embedded Sail engine needs (no Java, no Maven; the Docker image).
+install-python: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated
 
 # Delta Lake's jars for the local Apache Spark engine, fetched once with Maven (no network at run time).
 $(SPARK_JARS)/.fetched: jvm/pom.xml
