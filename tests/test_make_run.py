@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -54,3 +55,8 @@ def test_make_run_serves_and_passes_the_tester_client(tmp_path, engine):
     # the JVM went with the server (SIGTERM to make's process group)
     gone, alive = psutil.wait_procs(jvms, timeout=30)
     assert not alive
+    # ... and the destination finished its own shutdown (make gets the signal too, and exits first).
+    deadline = time.time() + 30
+    while "destination stopped" not in (tmp_path / "server.log").read_text() and time.time() < deadline:
+        time.sleep(0.5)
+    assert "destination stopped" in (tmp_path / "server.log").read_text()

@@ -111,3 +111,21 @@ def test_requests_up_to_128_mib_are_accepted(server):
             assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc.code()
     finally:
         ch.close()
+
+
+def test_a_burst_of_signals_stops_the_server_cleanly(tmp_path):
+    """`make run` is stopped through its process group, so the destination can get several
+    signals at once (and an operator may press Ctrl-C twice): none may wedge the shutdown."""
+    import os
+    import time
+
+    srv = RunningServer(tmp_path / "wh", tmp_path / "log")
+    try:
+        for i in range(300):
+            os.kill(srv.proc.pid, signal.SIGINT if i % 2 else signal.SIGTERM)
+        code = srv.proc.wait(60)
+    finally:
+        srv.stop()
+    assert code == 0
+    log = (tmp_path / "log").read_text()
+    assert log.count("received signal") == 1 and "destination stopped" in log, log[-2000:]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 import tomllib
 
 from delta_destination.engines import spark_process as sp
-from testkit.server_process import ROOT, RunningServer
+from testkit.server_process import ROOT, RunningServer, free_port
 
 
 def test_server_conf_is_loopback_delta_utc_ansi_and_private(tmp_path):
@@ -106,10 +108,11 @@ def test_stale_scratch_of_dead_owners_is_removed_live_ones_kept(tmp_path):
     assert not stale.exists() and live.exists() and other.exists()
 
 
-def _engine_jvm(server: RunningServer) -> psutil.Process:
-    deadline = time.time() + 30
+def _engine_jvm(server: RunningServer | subprocess.Popen, wait_seconds: float = 30) -> psutil.Process:
+    pid = server.pid if isinstance(server, subprocess.Popen) else server.proc.pid
+    deadline = time.time() + wait_seconds
     while time.time() < deadline:
-        for child in psutil.Process(server.proc.pid).children(recursive=True):
+        for child in psutil.Process(pid).children(recursive=True):
             if "java" in child.name() and any("SparkConnectServer" in a for a in child.cmdline()):
                 return child
         time.sleep(0.5)
@@ -144,6 +147,42 @@ def test_kill_9_of_the_destination_takes_the_jvm_and_the_next_start_removes_its_
         srv2.stop()
     # A clean stop removes the engine's own folder and leaves no JVM.
     assert not [d for d in scratch.iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)]
+
+
+def test_sigterm_while_the_engine_starts_stops_it_and_removes_its_scratch(tmp_path):
+    """Fivetran (or Ctrl-C) may stop the destination at any moment, also before it is ready."""
+    scratch = tmp_path / "scratch"
+    with open(tmp_path / "log", "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "delta_destination.fivetran.main", "--port", str(free_port()),
+             "--warehouse", str(tmp_path / "wh"), "--engine", "spark"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "DELTA_DESTINATION_SCRATCH": str(scratch)})
+    try:
+        jvm = _engine_jvm(proc, wait_seconds=120)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        jvm.wait(30)
+        assert not jvm.is_running()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (tmp_path / "log").read_text()
+    assert "destination stopped" in log and "destination ready" not in log, log[-2000:]
+    assert not [d for d in scratch.iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)]
+
+
+def test_a_stopped_destination_starts_no_engine():
+    """A health check still running at shutdown must not start a JVM nobody would stop."""
+    from delta_destination.core.errors import EngineUnavailable
+    from delta_destination.engines.session import Engines
+    from delta_destination.settings import Settings
+
+    engines = Engines()
+    engines.stop()
+    for engine in ("spark", "sail"):
+        with pytest.raises(EngineUnavailable, match="stopping"):
+            engines.get(Settings.create("/tmp/unused-warehouse", engine))
+    assert not engines.answers(Settings.create("/tmp/unused-warehouse", "spark"))
 
 
 def test_health_follows_the_engine_and_a_dead_jvm_is_restarted(tmp_path):

@@ -45,18 +45,27 @@ class Engines:
         self._sessions: dict[tuple[str, str], EngineSession] = {}
         self._embedded = None  # EmbeddedSail
         self._local_spark = None  # LocalSparkServer
+        self._stopped = False
+
+    def _refuse_once_stopped(self) -> None:
+        """Called under the lock: a health check or request still running at shutdown must
+        not start an engine that nobody would stop (its JVM and scratch folder would outlive us)."""
+        if self._stopped:
+            raise EngineUnavailable("the destination is stopping")
 
     def _url(self, settings: Settings) -> str:
         if settings.spark_remote:
             return settings.spark_remote
         if settings.engine == "sail":
             with self._lock:
+                self._refuse_once_stopped()
                 if self._embedded is None:
                     from .sail import EmbeddedSail
 
                     self._embedded = EmbeddedSail()
                 return self._embedded.url
         with self._lock:
+            self._refuse_once_stopped()
             if self._local_spark is not None and not self._local_spark.alive():
                 log.warning("the local Spark engine exited; starting a new one")
                 self._sessions.pop(("spark", self._local_spark.url), None)
@@ -98,6 +107,7 @@ class Engines:
 
     def stop(self) -> None:
         with self._lock:
+            self._stopped = True
             sessions = list(self._sessions.values())
             self._sessions.clear()
             embedded, self._embedded = self._embedded, None

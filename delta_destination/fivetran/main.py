@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -95,6 +96,14 @@ def main(argv=None) -> int:
         return maintain(argv[1:])
     args = parse_args(argv)
     logs.install(FivetranJsonHandler())
+    # Before anything is started: a SIGTERM that arrives while the engine starts, or just
+    # after health turned SERVING, must still stop the engine and remove its scratch folder
+    # (Python's default would end the process on the spot). The handler takes no lock and
+    # logs nothing: a second signal (`make run` gets one per process of its group) can come
+    # while the first handler runs, and re-entering Event.set() there deadlocks.
+    signals: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: signals.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, _frame: signals.append(signum))
     try:
         settings = Settings.create(args.warehouse, args.engine, args.spark_remote, args.memory_budget_gb)
         dialect_for(settings.engine).check_warehouse_root(settings.warehouse)
@@ -123,7 +132,8 @@ def main(argv=None) -> int:
     published = EngineHealth(health_servicer, settings)
     try:
         engines.get(settings)
-        published.set(True)
+        if not signals:
+            published.set(True)
     except Exception as exc:  # noqa: BLE001
         reason = exc.message if isinstance(exc, DestinationError) else type(exc).__name__
         log.error(f"the engine did not start ({reason}); will keep trying every {HEALTH_INTERVAL:.0f}s")
@@ -142,13 +152,10 @@ def main(argv=None) -> int:
                                   idle_minutes=args.upkeep_idle_minutes).start() \
         if args.upkeep_interval_hours > 0 else None
 
-    def on_signal(signum, _frame):
-        log.info(f"received signal {signum}: draining in-flight requests")
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    stop.wait()
+    while not signals:
+        time.sleep(0.2)  # handlers run in this thread, between sleeps
+    log.info(f"received signal {signals[0]}: draining in-flight requests")
+    stop.set()
     health_servicer.enter_graceful_shutdown()
     if periodic is not None:
         periodic.stop()
