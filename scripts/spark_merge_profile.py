@@ -40,7 +40,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from delta_destination.engines.dialect import SparkDialect  # noqa: E402
-from delta_destination.engines.session import SESSION_CONF  # noqa: E402
+from delta_destination.engines.session import connect  # noqa: E402
 from delta_destination.engines.spark_process import LocalSparkServer, SparkProcessOptions  # noqa: E402
 
 COLUMNS = (["id BIGINT"] + [f"s{i} STRING" for i in range(8)] + [f"l{i} BIGINT" for i in range(5)]
@@ -53,15 +53,6 @@ FLAGGED = (3, 4)
 METRICS = ("executionTimeMs", "materializeSourceTimeMs", "scanTimeMs", "rewriteTimeMs", "numTargetFilesAdded",
            "numTargetFilesRemoved", "numTargetDeletionVectorsAdded", "numTargetRowsCopied", "numTargetRowsUpdated",
            "numTargetRowsInserted")
-
-
-def connect(url: str):
-    from pyspark.sql.connect.session import SparkSession
-
-    spark = SparkSession.builder.remote(url).create()
-    for k, v in {**SESSION_CONF, **SparkDialect.session_conf}.items():
-        spark.conf.set(k, v)
-    return spark
 
 
 def batch(rng: np.random.Generator, stored: int, next_key: int, rows: int, flags: bool) -> pa.Table:
@@ -107,7 +98,7 @@ def main() -> None:
     engine = LocalSparkServer(SparkProcessOptions(extra_conf=tuple(tuple(c.split("=", 1)) for c in args.conf)))
     work = Path(tempfile.mkdtemp(prefix="spark-merge-profile-"))
     try:
-        spark = connect(engine.url)
+        spark = connect(engine.url, SparkDialect.session_conf)
         print(f"engine up in {time.monotonic() - started:.1f}s", flush=True)
         location = str(work / "t")
         props = {"delta.enableDeletionVectors": "false" if args.no_dv else "true", "delta.columnMapping.mode": "name"}

@@ -85,7 +85,7 @@ class Engines:
             if session is not None:
                 return session
         dialect = dialect_for(settings.engine)
-        session = EngineSession(_connect(url, dialect.session_conf), dialect)
+        session = EngineSession(connect(url, dialect.session_conf), dialect)
         with self._lock:
             return self._sessions.setdefault(key, session)
 
@@ -125,7 +125,10 @@ class Engines:
                     pass
 
 
-def _connect(url: str, dialect_conf: dict[str, str]):
+def connect(url: str, dialect_conf: dict[str, str]):
+    """A Spark Connect session with the destination's settings (UTC, ANSI and the dialect's),
+    checked with one query; also what scripts measuring an engine use, so they measure the
+    same session the destination runs."""
     from pyspark.sql.connect.session import SparkSession
 
     try:
