@@ -28,11 +28,12 @@ class RunningServer:
     """A destination server subprocess, as Fivetran would launch it."""
 
     def __init__(self, warehouse: Path, log_path: Path, extra_args=(), env=None, command=None, engine: str | None = None,
-                 ready_timeout=180.0, launcher=None):
+                 ready_timeout: float | None = 180.0, launcher=None):
         """`command`: the program to start (default: this Python running the Fivetran door),
         e.g. a PyInstaller binary; `--port` and `--warehouse` are added. `engine`: adds `--engine`.
         `launcher`: port -> the whole command line instead (e.g. `make run PORT=...`); it runs in
-        its own process group, which stop() signals as a whole."""
+        its own process group, which stop() signals as a whole. `ready_timeout=None`: return at once,
+        without waiting for health SERVING (to act on a destination that is still starting)."""
         self.port = free_port()
         if engine:
             extra_args = ("--engine", engine, *extra_args)
@@ -56,7 +57,8 @@ class RunningServer:
             options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
         )
         self.stub = destination_sdk_pb2_grpc.DestinationConnectorStub(self.channel)
-        self._wait_ready(ready_timeout)
+        if ready_timeout is not None:
+            self._wait_ready(ready_timeout)
 
     def _wait_ready(self, timeout):
         from grpc_health.v1 import health_pb2, health_pb2_grpc

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import pytest
 import tomllib
 
 from delta_destination.engines import spark_process as sp
-from testkit.server_process import ROOT, RunningServer, free_port
+from testkit.server_process import ROOT, RunningServer
 
 
 def test_server_conf_is_loopback_delta_utc_ansi_and_private(tmp_path):
@@ -108,11 +106,10 @@ def test_stale_scratch_of_dead_owners_is_removed_live_ones_kept(tmp_path):
     assert not stale.exists() and live.exists() and other.exists()
 
 
-def _engine_jvm(server: RunningServer | subprocess.Popen, wait_seconds: float = 30) -> psutil.Process:
-    pid = server.pid if isinstance(server, subprocess.Popen) else server.proc.pid
+def _engine_jvm(server: RunningServer, wait_seconds: float = 30) -> psutil.Process:
     deadline = time.time() + wait_seconds
     while time.time() < deadline:
-        for child in psutil.Process(pid).children(recursive=True):
+        for child in psutil.Process(server.proc.pid).children(recursive=True):
             if "java" in child.name() and any("SparkConnectServer" in a for a in child.cmdline()):
                 return child
         time.sleep(0.5)
@@ -152,20 +149,16 @@ def test_kill_9_of_the_destination_takes_the_jvm_and_the_next_start_removes_its_
 def test_sigterm_while_the_engine_starts_stops_it_and_removes_its_scratch(tmp_path):
     """Fivetran (or Ctrl-C) may stop the destination at any moment, also before it is ready."""
     scratch = tmp_path / "scratch"
-    with open(tmp_path / "log", "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "delta_destination.fivetran.main", "--port", str(free_port()),
-             "--warehouse", str(tmp_path / "wh"), "--engine", "spark"],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "DELTA_DESTINATION_SCRATCH": str(scratch)})
+    srv = RunningServer(tmp_path / "wh", tmp_path / "log", engine="spark", env={"DELTA_DESTINATION_SCRATCH": str(scratch)},
+                        ready_timeout=None)
     try:
-        jvm = _engine_jvm(proc, wait_seconds=120)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
+        jvm = _engine_jvm(srv, wait_seconds=120)
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(60) == 0
         jvm.wait(30)
         assert not jvm.is_running()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        srv.stop()
     log = (tmp_path / "log").read_text()
     assert "destination stopped" in log and "destination ready" not in log, log[-2000:]
     assert not [d for d in scratch.iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)]
