@@ -1,7 +1,10 @@
 """Plays Conduit's side of a standalone connector, without Go: starts the plugin the way
 go-plugin does (clean environment + magic cookie + offered versions + CONDUIT_* variables),
-reads the handshake line, and drives the plugin over gRPC. Also a schema service, as
-Conduit serves to its plugins, for Avro payloads."""
+reads the handshake line, opens go-plugin's broker stream, and drives the plugin over gRPC.
+Also a schema service, as Conduit serves to its plugins, for Avro payloads.
+
+Run as a program (`python -m testkit.conduit_host --work DIR ...`) it is a host PROCESS of its
+own -- the plugin's parent -- so that a test can kill -9 the host and watch the orphan."""
 from __future__ import annotations
 
 import json
@@ -72,8 +75,45 @@ class SchemaRegistry(connutils_schema_pb2_grpc.SchemaServiceServicer):
         self.server.stop(0)
 
 
+def numbered_records(first: int, count: int, keys: int, table_field: Optional[str] = None):
+    """Records first..first+count-1 (positions "1", "2", ...): record i sets key k = i % keys to
+    v = i, so a key's value says which record wrote it and the stream replayed is exact."""
+    for i in range(first, first + count):
+        k = i % keys
+        yield record(i, CREATE if i <= keys else UPDATE, key={"k": k}, after={"k": k, "v": i})
+
+
+class BrokerStream:
+    """go-plugin's host side of `plugin.GRPCBroker/StartStream`: opened when the client is made,
+    kept open while the host lives, closed by Kill() before Shutdown."""
+
+    def __init__(self, channel):
+        self._done = threading.Event()
+        call = channel.stream_stream("/plugin.GRPCBroker/StartStream")
+        self._call = call(self._requests())
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _requests(self):
+        self._done.wait()
+        return
+        yield
+
+    def _drain(self):
+        try:
+            for _ in self._call:
+                pass
+        except grpc.RpcError:
+            pass
+
+    def close(self):
+        self._done.set()
+        self._call.cancel()
+
+
 class PluginProcess:
-    def __init__(self, log_path: Path, schema_port: Optional[int] = None, extra_env=None, versions="1,2"):
+    def __init__(self, log_path: Path, schema_port: Optional[int] = None, extra_env=None, versions="1,2",
+                 broker: bool = True):
         env = {"PATH": os.environ.get("PATH", ""), COOKIE_KEY: COOKIE_VALUE, "PLUGIN_PROTOCOL_VERSIONS": versions,
                "PLUGIN_MIN_PORT": "10000", "PLUGIN_MAX_PORT": "25000",
                "CONDUIT_CONNECTOR_TOKEN": TOKEN, "CONDUIT_CONNECTOR_ID": "test:dst",
@@ -95,6 +135,7 @@ class PluginProcess:
         self.specifier = specifier_pb2_grpc.SpecifierPluginStub(self.channel)
         self.destination = destination_pb2_grpc.DestinationPluginStub(self.channel)
         self.controller = grpc_controller_pb2_grpc.GRPCControllerStub(self.channel)
+        self.broker = BrokerStream(self.channel) if broker else None
 
     def specify(self):
         return self.specifier.Specify(specifier_pb2.Specifier.Specify.Request(), timeout=10).specification
@@ -117,6 +158,8 @@ class PluginProcess:
     def kill_gracefully(self) -> float:
         """go-plugin's Kill(): Shutdown, then wait up to 2 s. Returns how long the exit took."""
         start = time.monotonic()
+        if self.broker is not None:
+            self.broker.close()               # go-plugin's GRPCClient.Close(): broker first, then Shutdown
         try:
             self.controller.Shutdown(grpc_controller_pb2.Empty(), timeout=5)
         except grpc.RpcError:
@@ -144,14 +187,17 @@ class PluginProcess:
 
 
 class RunStream:
-    """The bidi Run stream: send records one per request (Conduit's default), collect acks."""
+    """The bidi Run stream: send records one per request (Conduit's default), collect acks.
+    `sent` counts the requests gRPC has taken from us (flow control holds them back when the
+    plugin does not read)."""
 
     def __init__(self, stub):
         self._out: "queue.Queue" = queue.Queue()
         self.acks: list = []
+        self.sent = 0
         self._cond = threading.Condition()
         self.error: Optional[BaseException] = None
-        self._call = stub.Run(iter(self._out.get, None))
+        self._call = stub.Run(self._requests())
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
@@ -166,9 +212,28 @@ class RunStream:
         with self._cond:
             self._cond.notify_all()
 
+    def _requests(self):
+        while True:
+            item = self._out.get()
+            if item is None:
+                return
+            if isinstance(item, D.Run.Request):
+                item = (item,)
+            for req in item:                  # a lazy iterable of requests (a backlog) or one request
+                self.sent += 1
+                yield req
+
     def send(self, *records):
         for r in records:
             self._out.put(D.Run.Request(records=[r]))
+
+    def send_lazily(self, records):
+        """Queue an iterable of records to be produced only as fast as gRPC takes them."""
+        self._out.put(D.Run.Request(records=[r]) for r in records)
+
+    def cancel(self):
+        """Conduit's stopStream(): cancel the call (as a host does when it gives up on it)."""
+        self._call.cancel()
 
     def wait_acks(self, n: int, timeout: float = 120.0) -> list:
         deadline = time.monotonic() + timeout
@@ -183,3 +248,61 @@ class RunStream:
     def close(self):
         self._out.put(None)
         self._thread.join(30)
+
+
+# ---- a host process of its own ------------------------------------------------------------------
+def _write_json(path: Path, value) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value))
+    os.replace(tmp, path)
+
+
+def host_main(argv=None) -> int:
+    """Start the plugin as this process's child, stream numbered records into it and report
+    progress in WORK/host.json ({"plugin_pid", "acked", "errors", "last"}). With --finish it
+    stops the plugin the way Conduit does once everything is acked; without it, it keeps the
+    plugin running until this process is killed."""
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--work", required=True)
+    p.add_argument("--config", required=True, help="connector settings as JSON")
+    p.add_argument("--first", type=int, default=1)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--keys", type=int, required=True)
+    p.add_argument("--name", default="host")
+    p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the plugin")
+    p.add_argument("--finish", action="store_true")
+    a = p.parse_args(argv)
+    work = Path(a.work)
+    status_path = work / f"{a.name}.json"
+    extra = dict(e.split("=", 1) for e in a.env)
+    plugin = PluginProcess(work / f"{a.name}-plugin.log", extra_env=extra)
+    status = {"plugin_pid": plugin.proc.pid, "acked": 0, "errors": [], "last": None, "finished": False}
+    _write_json(status_path, status)
+    run = plugin.open(json.loads(a.config))
+    run.send_lazily(numbered_records(a.first, a.count, a.keys))
+    seen = 0
+    while seen < a.count and run.error is None:
+        acks = run.wait_acks(seen + 1, timeout=1.0)
+        if len(acks) > seen:
+            new = acks[seen:]
+            seen = len(acks)
+            status["acked"] = sum(1 for x in acks if not x.error)
+            status["errors"] += [x.error for x in new if x.error][:5]
+            status["last"] = new[-1].position.decode()
+            _write_json(status_path, status)
+    if a.finish:
+        plugin.stop(str(a.first + a.count - 1).encode())
+        run.close()
+        plugin.teardown()
+        plugin.kill_gracefully()
+        status["finished"] = True
+        _write_json(status_path, status)
+        return 0
+    threading.Event().wait()     # keep the plugin running until this host is killed
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(host_main())

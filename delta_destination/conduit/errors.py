@@ -28,3 +28,13 @@ class TableWriteFailed(DestinationError):
         detail = cause.message if isinstance(cause, DestinationError) else f"unexpected {type(cause).__name__}"
         super().__init__(f"table {table}: {detail}; nothing of this batch was written to it")
         self.cause = cause
+
+
+class HostGone(DestinationError):
+    """The host (Conduit) is gone or cannot take acks any more: the commit is refused, nothing
+    is written, and Conduit sends the records again to the next connector it starts."""
+
+
+class Superseded(DestinationError):
+    """A newer instance of this connector claimed the table (a higher writer epoch): this
+    instance's commit is refused so that it can never undo the newer one's."""

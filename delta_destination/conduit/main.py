@@ -14,6 +14,7 @@ import signal
 import stat
 import sys
 import threading
+import time
 from concurrent import futures
 from pathlib import Path
 
@@ -24,14 +25,16 @@ from .. import logs
 from ._proto import destination_pb2_grpc, grpc_controller_pb2_grpc, specifier_pb2_grpc
 from .errors import HandshakeError
 from .handshake import Handshake, negotiate
+from .liveness import HostWatch, die_with_parent
 from .log_format import HclogJsonHandler, level_from
-from .servicer import ControllerServicer, DestinationServicer, SpecifierServicer
+from .servicer import ControllerServicer, DestinationServicer, SpecifierServicer, broker_handler
 from .spec import NAME
 
 log = logs.get("delta_destination.conduit.main")  # not __name__: this module also runs as __main__
 MAX_MESSAGE = 2 ** 31 - 1      # Conduit may send records up to MaxInt32 bytes
 WORKERS = 16                   # Run and its reader pin threads; Stop and Teardown must still get one
 SHUTDOWN_GRACE = 1.0           # go-plugin SIGKILLs us 2 s after Shutdown: stay well inside it
+HOST_GONE_EXIT = 5.0           # the host is gone: exit this long after, unless Shutdown comes first
 
 
 def launcher_text(python: str) -> str:
@@ -66,7 +69,7 @@ _ENGINES: list = []
 _LINEAGE: list = []
 
 
-def serve(env: dict) -> int:
+def serve(env: dict, host: HostWatch) -> int:
     version = negotiate(env)
     logs.install(HclogJsonHandler(sys.stderr), level_from(env.get("CONDUIT_CONNECTOR_LOG_LEVEL", "info")))
     shutdown = threading.Event()
@@ -78,15 +81,21 @@ def serve(env: dict) -> int:
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     specifier_pb2_grpc.add_SpecifierPluginServicer_to_server(SpecifierServicer(), server)
-    destination_pb2_grpc.add_DestinationPluginServicer_to_server(DestinationServicer(env, make_core), server)
+    destination_pb2_grpc.add_DestinationPluginServicer_to_server(DestinationServicer(env, make_core, host), server)
     grpc_controller_pb2_grpc.add_GRPCControllerServicer_to_server(ControllerServicer(shutdown.set), server)
+    server.add_generic_rpc_handlers((broker_handler(host),))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     sys.stdout.write(Handshake(version, f"127.0.0.1:{port}").line() + "\n")
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())   # nothing else may reach the handshake pipe
     log.info(f"serving connector protocol v{version} on 127.0.0.1:{port} ({env.get('CONDUIT_CONNECTOR_ID', '')})")
-    shutdown.wait()
+    gone_at: list[float] = []
+    host.on_gone(lambda reason: gone_at.append(time.monotonic()))
+    while not shutdown.wait(0.2):
+        if gone_at and time.monotonic() - gone_at[0] >= HOST_GONE_EXIT:
+            log.warning("the host is gone and did not shut the connector down: exiting")
+            break
     log.info("shutting down")
     server.stop(0.2)
     def stop_all():
@@ -111,8 +120,16 @@ def main(argv=None) -> int:
         return 2
     # Ctrl-C reaches the whole process group; Conduit stops its plugins itself (as Go plugins do).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    env = dict(os.environ)
+    # No write without a live host: die with the parent (Conduit), from the first moment.
+    parent = os.getppid()
+    die_with_parent(env)
+    host = HostWatch(parent)
+    if not host.parent_alive():        # the parent died before the kernel was asked
+        return 1
+    host.start_watchdog()
     try:
-        code = serve(dict(os.environ))
+        code = serve(env, host)
     except HandshakeError as exc:
         sys.stderr.write(f"{exc.message}\n")
         return 1

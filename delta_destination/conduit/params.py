@@ -15,6 +15,8 @@ from ..settings import ENGINES, Settings
 from .errors import InvalidConfig
 
 STRING, INT, BOOL, DURATION = "string", "int", "bool", "duration"
+BUFFER_BATCHES = 3                  # buffer.records = 0: this many batches may wait
+UNLIMITED_BATCH_BUFFER = 10_000     # ... and this many records when batches have no size limit
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,11 @@ PARAMS: tuple[Param, ...] = (
           min_value=0),
     Param("sdk.batch.delay", DURATION, "1s", "Longest time a record waits in a batch (Go duration, e.g. 500ms, 2s; "
           "0 = no time limit). With size and delay both 0 every record is its own commit."),
+    Param("buffer.records", INT, "0", "Most records received and waiting to be written; while that many wait the "
+          "connector stops reading, so Conduit waits too (backpressure). 0 = three batches (3 x sdk.batch.size, "
+          f"or {UNLIMITED_BATCH_BUFFER} when sdk.batch.size is 0).", min_value=0),
+    Param("buffer.bytes", INT, str(64 * 1024 * 1024), "Most bytes of records received and waiting to be written "
+          "(as Conduit sent them); a larger record is still taken when nothing else waits.", min_value=1),
 )
 BY_NAME = {p.name: p for p in PARAMS}
 
@@ -78,6 +85,8 @@ class ConnectorConfig:
     key_fields: tuple[str, ...]
     batch_size: int                       # 0 = unlimited
     batch_delay: float                    # seconds, 0 = none
+    buffer_records: int = BUFFER_BATCHES * 1000
+    buffer_bytes: int = 64 * 1024 * 1024
 
 
 def parse_config(raw: Mapping[str, str]) -> ConnectorConfig:
@@ -95,12 +104,18 @@ def parse_config(raw: Mapping[str, str]) -> ConnectorConfig:
         if p.choices and v not in p.choices:
             raise InvalidConfig(f"setting {p.name!r} must be one of {', '.join(c for c in p.choices if c)}")
         values[p.name] = v
-    try:
-        size = int(values["sdk.batch.size"])
-    except ValueError:
-        raise InvalidConfig("setting 'sdk.batch.size' must be an integer") from None
-    if size < 0:
-        raise InvalidConfig("setting 'sdk.batch.size' must be >= 0")
+    ints = {}
+    for p in PARAMS:
+        if p.type != INT:
+            continue
+        try:
+            ints[p.name] = int(values[p.name])
+        except ValueError:
+            raise InvalidConfig(f"setting {p.name!r} must be an integer") from None
+        if p.min_value is not None and ints[p.name] < p.min_value:
+            raise InvalidConfig(f"setting {p.name!r} must be >= {p.min_value}")
+    size = ints["sdk.batch.size"]
+    buffer_records = ints["buffer.records"] or (BUFFER_BATCHES * size if size else UNLIMITED_BATCH_BUFFER)
     try:
         delay = parse_duration(values["sdk.batch.delay"])
     except ValueError:
@@ -113,4 +128,5 @@ def parse_config(raw: Mapping[str, str]) -> ConnectorConfig:
         key_fields = tuple(check_column_name(f.strip()) for f in values["key.fields"].split(",") if f.strip())
     except InvalidRequest as exc:
         raise InvalidConfig(f"invalid setting: {exc.message}") from None
-    return ConnectorConfig(settings, schema, table, key_column, key_fields, size, delay)
+    return ConnectorConfig(settings, schema, table, key_column, key_fields, size, delay, buffer_records,
+                           ints["buffer.bytes"])

@@ -1,9 +1,14 @@
 """Records in, acks out, in exactly the order received, each only after its Delta commit.
 
 The Run stream's reader appends records; ONE writer thread takes batches (full, or the delay
-since the first waiting record has passed, or a flush asked by Stop), applies them and queues
-their acks; the Run stream sends the queue in order. One writer means the acks cannot pass
-each other and the commits of one table happen in arrival order.
+since the first waiting record has passed, or the buffer is full, or a flush asked by Stop),
+applies them and queues their acks; the Run stream sends the queue in order. One writer means
+the acks cannot pass each other and the commits of one table happen in arrival order.
+
+Backpressure: at most `max_records` records and `max_bytes` bytes wait (one record more than
+that only when it alone is larger). While the buffer is full `receive` blocks, so the reader
+stops reading the stream and gRPC's flow control makes Conduit wait: memory stays bounded
+whatever the backlog.
 """
 from __future__ import annotations
 
@@ -29,15 +34,21 @@ Processor = Callable[[list], list[Ack]]
 
 
 class Pipeline:
-    def __init__(self, process: Processor, batch_size: int, batch_delay: float,
+    def __init__(self, process: Processor, batch_size: int, batch_delay: float, max_records: int, max_bytes: int,
                  on_acked: Optional[Callable[[int], None]] = None):
         self.process = process
         self.batch_size = batch_size
         self.batch_delay = batch_delay
+        self.max_records = max(1, max_records)
+        self.max_bytes = max(1, max_bytes)
         self.on_acked = on_acked
         self.acks: "queue.Queue[Optional[list[Ack]]]" = queue.Queue()
         self._cond = threading.Condition()
         self._pending: list = []
+        self._sizes: list[int] = []       # bytes of each pending record
+        self._pending_bytes = 0
+        self.peak_records = 0             # most records ever waiting at once
+        self.peak_bytes = 0
         self._first_at = 0.0
         self._received = 0          # records received so far
         self._taken = 0             # records handed to the writer
@@ -49,17 +60,31 @@ class Pipeline:
         self._thread.start()
 
     # ---- the Run stream's side -----------------------------------------------------------------
-    def receive(self, records) -> None:
+    def receive(self, records) -> bool:
+        """Blocks while the buffer is full (the caller, the Run stream's reader, then reads
+        nothing, which is what holds Conduit back). False once the pipeline is closed: the
+        records were not taken and the reader should stop."""
+        sizes = [r.ByteSize() for r in records]
         with self._cond:
+            while not self._closed and self._pending and self._full():
+                self._cond.wait()
             if self._closed:
-                return
+                return False
             if not self._pending:
                 self._first_at = time.monotonic()
             self._pending.extend(records)
+            self._sizes.extend(sizes)
+            self._pending_bytes += sum(sizes)
+            self.peak_records = max(self.peak_records, len(self._pending))
+            self.peak_bytes = max(self.peak_bytes, self._pending_bytes)
             self._received += len(records)
             if records:
                 self._last_position = bytes(records[-1].position)
             self._cond.notify_all()
+        return True
+
+    def _full(self) -> bool:
+        return len(self._pending) >= self.max_records or self._pending_bytes >= self.max_bytes
 
     def idle(self) -> bool:
         """Nothing waiting and nothing being written."""
@@ -90,24 +115,38 @@ class Pipeline:
                 self._cond.wait(left)
         return arrived
 
-    def close(self, timeout: float = 60.0) -> int:
-        """No more batches: the one being written finishes (its commit is atomic); records still
-        waiting are dropped unacked, so Conduit sends them again next time. Returns how many."""
+    def abandon(self) -> int:
+        """No more records and no more batches: records still waiting are dropped unacked (Conduit
+        sends them again to the next connector), a blocked `receive` returns False, and the
+        batch being written meets the guard. Returns how many records were dropped."""
         with self._cond:
             self._closed = True
             dropped = len(self._pending)
             self._pending.clear()
+            self._sizes.clear()
+            self._pending_bytes = 0
             self._cond.notify_all()
-        self._thread.join(timeout)
+        return dropped
+
+    def close(self, timeout: float = 60.0) -> int:
+        """`abandon`, then wait for the batch being written (its commit is atomic) and end the
+        ack stream. Returns how many records were dropped."""
+        dropped = self.abandon()
+        self.wait_writer(timeout)
         self.acks.put(None)
         return dropped
+
+    def wait_writer(self, timeout: float) -> bool:
+        """After `abandon`: True when the writer thread has ended within `timeout`."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     # ---- the writer thread ---------------------------------------------------------------------
     def _ready(self, now: float) -> bool:
         n = len(self._pending)
         if n == 0:
             return False
-        if self._taken < self._flush_to:
+        if self._taken < self._flush_to or self._full():
             return True
         if self.batch_size and n >= self.batch_size:
             return True
@@ -132,8 +171,11 @@ class Pipeline:
                     n = 1
                 batch = self._pending[:n]
                 del self._pending[:n]
+                self._pending_bytes -= sum(self._sizes[:n])
+                del self._sizes[:n]
                 self._first_at = time.monotonic()
                 self._taken += n
+                self._cond.notify_all()           # room in the buffer: a blocked receive goes on
             try:
                 acks = self.process(batch)
             except Exception as exc:  # noqa: BLE001 - a bug must nack the batch, not hang the stream

@@ -18,6 +18,7 @@ from ..core import errors as core_errors
 from ._proto import destination_pb2 as dpb, destination_pb2_grpc, grpc_controller_pb2, grpc_controller_pb2_grpc
 from ._proto import specifier_pb2_grpc
 from .errors import InvalidConfig
+from .liveness import HostWatch
 from .opencdc import decode
 from .params import ConnectorConfig, parse_config
 from .pipeline import Ack, Pipeline
@@ -80,13 +81,16 @@ class SpecifierServicer(specifier_pb2_grpc.SpecifierPluginServicer):
 class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
     """One connector instance per process (Conduit starts a process per connector run)."""
 
-    def __init__(self, env: dict, core_factory: Callable):
+    def __init__(self, env: dict, core_factory: Callable, host: HostWatch):
         self.env = env
         self.core_factory = core_factory      # settings -> (DeltaCore, engines); imports the engine lazily
+        self.host = host
         self.cfg: Optional[ConnectorConfig] = None
         self.core = None
         self.pipeline: Optional[Pipeline] = None
         self.schemas = None
+        self.stop_called = threading.Event()    # Stop came: the stream's end after it is the normal one
+        self.torn_down = threading.Event()
         self._lock = threading.Lock()
 
     @rpc
@@ -106,7 +110,8 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
         self.core = self.core_factory(self.cfg.settings)
         target = self.env.get(TARGET_ENV)
         self.schemas = SchemaService(target, self.env.get(TOKEN_ENV, "")) if target else None
-        writer = BatchWriter(self.core, self.cfg)
+        epochs = make_epochs(self.core, self.cfg, self.env.get("CONDUIT_CONNECTOR_ID", ""))
+        writer = BatchWriter(self.core, self.cfg, epochs, self.host.alive, self.env)
         cfg, schemas = self.cfg, self.schemas
 
         def process(records) -> list[Ack]:
@@ -130,24 +135,47 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
                 log.error(f"batch of {len(acks)} records: {bad} nacked (first: {next(a.error for a in acks if a.error)})")
             return acks
 
-        self.pipeline = Pipeline(process, cfg.batch_size, cfg.batch_delay, on_acked=_progress_writer(self.env))
-        log.info("opened")
+        self.pipeline = Pipeline(process, cfg.batch_size, cfg.batch_delay, cfg.buffer_records, cfg.buffer_bytes,
+                                 on_acked=_progress_writer(self.env))
+        pipeline = self.pipeline
+        self.host.on_gone(lambda reason: self._abandon(pipeline))
+        log.info(f"opened (buffer: {cfg.buffer_records} records, {cfg.buffer_bytes} bytes)")
         return dpb.Destination.Open.Response()
+
+    @staticmethod
+    def _abandon(pipeline: Pipeline) -> None:
+        dropped = pipeline.abandon()
+        if dropped:
+            log.warning(f"{dropped} buffered records dropped unacked (Conduit sends them again)")
+
+    def _stream_ended(self, how: str) -> None:
+        """The Run stream is over. After Stop that is Conduit's normal order (Stop, acks, cancel,
+        Teardown); without Stop the host is gone or gave up on this connector."""
+        if not self.stop_called.is_set() and not self.torn_down.is_set():
+            self.host.mark_gone(f"the Run stream {how} without Stop")
 
     def Run(self, request_iterator, context):
         pipeline = self.pipeline
         if pipeline is None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "Run before Open")
         ended = threading.Event()
+        self.host.watch_stream(context.is_active)
+        context.add_callback(lambda: self._stream_ended("was cancelled"))
 
         def read():
+            how = "ended"
             try:
                 for req in request_iterator:
-                    pipeline.receive(list(req.records))
+                    if not pipeline.receive(list(req.records)):
+                        how = ""       # the pipeline was closed (host gone or Teardown): stop reading
+                        break
             except Exception as exc:  # noqa: BLE001 - the stream was cancelled
+                how = "was cancelled"
                 log.debug(f"Run stream closed ({type(exc).__name__})")
             finally:
                 ended.set()
+                if how:
+                    self._stream_ended(how)
 
         threading.Thread(target=read, name="conduit-run-reader", daemon=True).start()
         while True:
@@ -155,7 +183,8 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
                 acks = pipeline.acks.get(timeout=0.2)
             except queue.Empty:
                 # idle() before empty(): a batch's acks are queued before it counts as done
-                if not context.is_active() or (ended.is_set() and pipeline.idle() and pipeline.acks.empty()):
+                if not context.is_active() or self.host.gone.is_set() or \
+                        (ended.is_set() and pipeline.idle() and pipeline.acks.empty()):
                     return
                 continue
             if acks is None:
@@ -165,6 +194,7 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
 
     @rpc
     def Stop(self, request, context):
+        self.stop_called.set()
         if self.pipeline is None:
             return dpb.Destination.Stop.Response()
         last = bytes(request.last_position)
@@ -176,6 +206,7 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
 
     @rpc
     def Teardown(self, request, context):
+        self.torn_down.set()
         if self.pipeline is not None:
             dropped = self.pipeline.close()
             if dropped:
@@ -194,6 +225,49 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
 
     def LifecycleOnDeleted(self, request, context):
         return dpb.Destination.Lifecycle.OnDeleted.Response()
+
+
+def make_epochs(core, cfg: ConnectorConfig, connector_id: str):
+    """Writer epochs of this instance, read and claimed through the core (see epochs.py). The
+    engine read takes no table lock: the guard calls it while the writer holds that lock."""
+    from ..engines.errors import run_engine
+    from .epochs import Epochs, epoch_key
+
+    key = epoch_key(connector_id)
+    settings, schema = cfg.settings, cfg.schema
+
+    def location_of(table: str) -> str:
+        return core.catalog.locate(settings, schema, table).location
+
+    def read_values(table: str) -> list[str]:
+        eng = core.catalog.session(settings)
+        location = location_of(table)
+        return run_engine(f"read the writer epoch of {schema}.{table}",
+                          lambda: eng.dialect.property_values(eng.spark, location, key))
+
+    def set_value(table: str, value: str) -> None:
+        core.tables.set_property(settings, schema, table, key, value)
+
+    return Epochs(connector_id, location_of, read_values, set_value)
+
+
+def broker_handler(host: HostWatch) -> grpc.GenericRpcHandler:
+    """go-plugin's broker stream (`plugin.GRPCBroker/StartStream`): every go-plugin host opens
+    it to its plugin and keeps it open while it lives; its end means the host is gone. The
+    messages (ConnInfo, for sub-plugins) are never needed here, so they stay raw bytes."""
+
+    def start_stream(request_iterator, context):
+        try:
+            for _ in request_iterator:
+                pass
+        except Exception:  # noqa: BLE001 - cancelled or broken: the same for us
+            pass
+        host.mark_gone("go-plugin's broker stream ended")
+        return
+        yield  # a generator: the response stream stays open while the host's side is
+
+    return grpc.method_handlers_generic_handler(
+        "plugin.GRPCBroker", {"StartStream": grpc.stream_stream_rpc_method_handler(start_stream)})
 
 
 def _op_name(rec) -> str:

@@ -9,7 +9,7 @@ record of that table in the batch; the table stays as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pyarrow as pa
 
@@ -19,8 +19,11 @@ from ..core.changes import ChangeSet, Changes, Op
 from ..core.errors import DestinationError
 from ..core.model import Column, TableSchema
 from ..core.types import arrow_type
-from .errors import BadRecord, TableWriteFailed
+from .errors import BadRecord, HostGone, TableWriteFailed
 from .columns import MAX_EXACT_INT, DoesNotFit, new_column, to_python, widened
+from .epochs import Epochs
+from .guarded import write_guarded
+from .liveness import pause_point
 from .opencdc import DELETE, UPSERT, Decoded
 from .params import ConnectorConfig
 
@@ -115,9 +118,29 @@ class TablePlan:
 
 
 class BatchWriter:
-    def __init__(self, core: DeltaCore, cfg: ConnectorConfig):
+    """`host_gone()` says why the host can no longer take acks (None while it can); `epochs`
+    holds this instance's writer epochs. Both are checked by the guard right before each commit."""
+
+    def __init__(self, core: DeltaCore, cfg: ConnectorConfig, epochs: Epochs,
+                 host_gone: Callable[[], Optional[str]], env: Optional[dict] = None):
         self.core = core
         self.cfg = cfg
+        self.epochs = epochs
+        self.host_gone = host_gone
+        self.env = env or {}
+
+    def _check_host(self, display: str) -> None:
+        reason = self.host_gone()
+        if reason:
+            raise HostGone(f"table {display}: not written, {reason}")
+
+    def _guard(self, table: str, display: str) -> None:
+        """Right before the commit: the host can still take the acks, and no newer instance
+        claimed the table. Raises (nothing is committed) otherwise."""
+        pause_point("before-commit-guard", self.env)
+        self._check_host(display)
+        self.epochs.check(table, display)
+        pause_point("after-commit-guard", self.env)
 
     def write(self, records: list[Decoded]) -> list[Optional[BaseException]]:
         """One error (None = written) per record, in the same order; the servicer turns them
@@ -135,6 +158,7 @@ class BatchWriter:
         cfg = self.cfg
         display = f"{cfg.schema}.{table}"
         try:
+            self._check_host(display)
             current = self.core.describe(cfg.settings, cfg.schema, table)
             plan = TablePlan(current)
             admitted = []
@@ -160,10 +184,14 @@ class BatchWriter:
                 self.core.tables.create(cfg.settings, cfg.schema, target)
             elif target.columns != current.columns:
                 self.core.tables.alter(cfg.settings, cfg.schema, target, drop_columns=False)
+            if not self.epochs.claimed(table):
+                self._check_host(display)
+                self.epochs.claim(table, display)
             keys = list(plan.keys)
             good = [records[i] for i in admitted]
-            result = self.core.writer.write(cfg.settings, cfg.schema, table,
-                                            lambda stored: change_set(stored, keys, good), what="Conduit batch")
+            result = write_guarded(self.core, cfg.settings, cfg.schema, table,
+                                   lambda stored: change_set(stored, keys, good), what="Conduit batch",
+                                   guard=lambda: self._guard(table, display))
             log.info(f"{display}: {len(good)} records in one commit ({result.upserts} upserts, {result.deletes} deletes)")
         except Exception as exc:  # noqa: BLE001 - the commit did not happen: every record left fails with it
             if not isinstance(exc, DestinationError):
