@@ -70,24 +70,42 @@ pipelines:
 
 
 class Conduit:
-    def __init__(self, binary: str, work: Path, yaml_text: str):
+    def __init__(self, binary: str, work: Path, yaml_text: str, db: tuple = ("--db.type", "inmemory"),
+                 run: int = 1):
         self.work = work
-        (work / "connectors").mkdir(parents=True)
-        (work / "pipelines").mkdir()
-        launcher = subprocess.run([sys.executable, "-m", "delta_destination.conduit.main", "install",
-                                   str(work / "connectors")], capture_output=True, text=True, cwd=ROOT, check=True)
-        assert launcher.stdout.strip() == str(work / "connectors" / "delta-lake")
-        (work / "pipelines" / "pipeline.yaml").write_text(yaml_text)
-        self.log_path = work / "conduit.log"
-        self.progress = work / "progress.json"
+        if run == 1:
+            (work / "connectors").mkdir(parents=True)
+            (work / "pipelines").mkdir()
+            launcher = subprocess.run([sys.executable, "-m", "delta_destination.conduit.main", "install",
+                                       str(work / "connectors")], capture_output=True, text=True, cwd=ROOT, check=True)
+            assert launcher.stdout.strip() == str(work / "connectors" / "delta-lake")
+            (work / "pipelines" / "pipeline.yaml").write_text(yaml_text)
+        suffix = "" if run == 1 else f".{run}"
+        self.log_path = work / f"conduit{suffix}.log"
+        self.progress = work / f"progress{suffix}.json"
         env = {**os.environ, "DELTA_ROOT": str(work / "wh"), "WORK": str(work), "DELTA_ENGINE": ENGINE,
                "CONDUIT_DELTA_PROGRESS_FILE": str(self.progress)}
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [binary, "run", "--pipelines.path", str(work / "pipelines"), "--connectors.path", str(work / "connectors"),
-             "--db.type", "inmemory", "--api.enabled=false", "--log.level", "debug", "--log.format", "json",
+             *db, "--api.enabled=false", "--log.level", "debug", "--log.format", "json",
              "--pipelines.exit-on-degraded=true", "--pipelines.error-recovery.max-retries", "0"],
             cwd=work, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def connector_pid(self, timeout: float = 120.0) -> int:
+        """The pid of our connector process (a child of Conduit)."""
+        import psutil
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for child in psutil.Process(self.proc.pid).children():
+                try:
+                    if "delta_destination.conduit.main" in " ".join(child.cmdline()):
+                        return child.pid
+                except psutil.NoSuchProcess:
+                    continue
+            time.sleep(0.2)
+        raise AssertionError("no connector process under Conduit")
 
     def oracle_lines(self) -> list[dict]:
         path = self.work / "oracle.jsonl"
@@ -192,3 +210,87 @@ def test_missing_required_setting_stops_conduit_quickly(conduit_bin, tmp_path):
         c.close()
     assert code != 0
     assert "setting 'warehouse' is required" in c.log()
+
+
+FILE_LINES = 30_000
+FILE_KEYS = 1_000
+
+
+def file_pipeline_yaml() -> str:
+    """builtin:file source (a position per line, so a restarted Conduit resumes after the last
+    position it persisted) into the connector; each line is a raw JSON payload whose `id` is
+    the key."""
+    return """version: "2.2"
+pipelines:
+  - id: file-to-delta
+    status: running
+    connectors:
+      - id: src
+        type: source
+        plugin: builtin:file
+        settings:
+          path: ${WORK}/input.jsonl
+      - id: dst
+        type: destination
+        plugin: standalone:delta-lake@v0.1.0
+        settings:
+          warehouse: "${DELTA_ROOT}"
+          engine: "${DELTA_ENGINE}"
+          table: events
+          key.fields: id
+          sdk.batch.size: "200"
+          sdk.batch.delay: "100ms"
+"""
+
+
+def test_kill9_of_conduit_mid_pipeline_orphan_exits_and_restart_converges(conduit_bin, tmp_path):
+    """kill -9 of Conduit while records stream: the connector (now an orphan) exits within 10 s
+    and commits nothing after Conduit died; a restarted Conduit (same database) re-sends what
+    was not acked and the table converges: every key holds its last value, none an older one."""
+    from conduit_helpers import commit_history, process_state, wait_state
+    from testkit.delta_read import delta_version
+
+    with open(tmp_path / "input.jsonl", "w") as f:
+        for i in range(1, FILE_LINES + 1):
+            f.write(json.dumps({"id": i % FILE_KEYS, "v": i}) + "\n")
+    want = {(i % FILE_KEYS,): i for i in range(FILE_LINES - FILE_KEYS + 1, FILE_LINES + 1)}
+    db = ("--db.type", "sqlite", "--db.sqlite.path", str(tmp_path / "conduit.db"))
+    first = Conduit(conduit_bin, tmp_path, file_pipeline_yaml(), db=db)
+    try:
+        connector = first.connector_pid()
+        deadline = time.monotonic() + 300
+        while first.acked() < 3_000:
+            assert time.monotonic() < deadline and first.proc.poll() is None, first.log()[-4000:]
+            time.sleep(0.2)
+        first.proc.kill()                              # kill -9 of Conduit only, not of its children
+        first.proc.wait()
+        dead_at = time.time()
+    finally:
+        first.close()
+    acked = first.acked()
+    took = wait_state(connector, "gone", 10.0)
+    print(f"the orphaned connector exited {took:.3f}s after Conduit's kill -9 ({acked} records acked)")
+    path = tmp_path / "wh" / "conduit" / "events"
+    assert not [h for h in commit_history(path) if h["timestamp"] > dead_at * 1000 + 50]
+    version = delta_version(str(path))
+    assert acked < FILE_LINES
+
+    second = Conduit(conduit_bin, tmp_path, "", db=db, run=2)
+    try:
+        assert delta_version(str(path)) >= version
+        deadline = time.monotonic() + 600
+        while True:
+            assert second.proc.poll() is None, second.log()[-4000:]
+            got = {k: r["v"] for k, r in table_rows(path, ["id"]).items()}
+            if got == want:
+                break
+            assert time.monotonic() < deadline, f"not converged: {sum(got.get(k) == v for k, v in want.items())} keys"
+            time.sleep(2.0)
+        code = second.interrupt()
+    finally:
+        second.close()
+    log = second.log()
+    assert code == 0, log[-4000:]
+    for bad in ("failed to exit gracefully", "unexpected ack", "nack"):
+        assert bad not in log
+    assert process_state(connector) == "gone"

@@ -217,3 +217,148 @@ def test_a_payload_field_is_never_overwritten_by_a_different_key(tmp_path):
     renamed = decode(record(3, CREATE, key=b"word", after={"key": "other"}, metadata=meta),
                      _cfg(tmp_path, **{"key.column": "record_key"}), None, "r")
     assert renamed.row == {"key": "other", "record_key": "word"}
+
+
+def test_structured_payloads_read_directly_as_json_format_reads_them(tmp_path):
+    from google.protobuf import json_format, struct_pb2
+
+    after = {"i": 3.0, "f": 2.5, "big": 2.0 ** 60, "neg": -7.0, "s": "text", "b": False, "n": None,
+             "nested": {"list": [1.0, "a", None, True, {"deep": 4.0}], "empty": {}}, "l": []}
+    rec = record(1, CREATE, key={"id": 1.0}, after=after, metadata={"opencdc.collection": "t"})
+    got = decode(rec, _cfg(tmp_path), None, "r1").row
+
+    def oracle(v):            # json_format, then integral numbers within 2^53 as integers
+        if isinstance(v, float) and v.is_integer() and abs(v) <= 2 ** 53:
+            return int(v)
+        if isinstance(v, dict):
+            return {k: oracle(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [oracle(x) for x in v]
+        return v
+
+    assert got == {**oracle(json_format.MessageToDict(rec.payload.after.structured_data)), "id": 1}
+    assert type(got["i"]) is int and type(got["big"]) is float and got["nested"]["list"][4] == {"deep": 4}
+    for bad in (float("nan"), float("inf")):
+        s = struct_pb2.Struct()
+        s.update({"x": bad})
+        nan = record(2, CREATE, key={"id": 2.0}, metadata={"opencdc.collection": "t"})
+        nan.payload.after.structured_data.CopyFrom(s)
+        with pytest.raises(BadRecord, match="payload holds a number that is not finite"):
+            decode(nan, _cfg(tmp_path), None, "r2")
+
+
+def test_buffer_settings(tmp_path):
+    assert (_cfg(tmp_path).buffer_records, _cfg(tmp_path).buffer_bytes) == (3000, 64 * 1024 * 1024)
+    assert _cfg(tmp_path, **{"sdk.batch.size": "50"}).buffer_records == 150
+    assert _cfg(tmp_path, **{"sdk.batch.size": "0"}).buffer_records == 10_000
+    assert _cfg(tmp_path, **{"buffer.records": "7", "buffer.bytes": "1024"}).buffer_records == 7
+    for raw, msg in (({"buffer.records": "-1"}, ">= 0"), ({"buffer.bytes": "0"}, ">= 1"),
+                     ({"buffer.bytes": "lots"}, "integer")):
+        with pytest.raises(InvalidConfig, match=msg):
+            _cfg(tmp_path, **raw)
+
+
+def test_pipeline_blocks_the_reader_while_full_and_acks_in_order():
+    import threading
+    import time
+
+    from delta_destination.conduit.pipeline import Ack, Pipeline
+
+    release = threading.Event()
+    batches = []
+
+    def process(records):
+        release.wait(30)
+        batches.append(len(records))
+        return [Ack(bytes(r.position)) for r in records]
+
+    p = Pipeline(process, batch_size=2, batch_delay=0, max_records=4, max_bytes=10 ** 9)
+    recs = [record(i, CREATE, key={"id": i}, after={"id": i}) for i in range(1, 12)]
+    taken = []
+
+    def reader():
+        for r in recs:
+            if not p.receive([r]):
+                return
+            taken.append(r)
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    time.sleep(1.0)
+    # One batch of 2 is being written (blocked), 4 more wait: the reader is held at the 7th record.
+    assert len(taken) == 6 and t.is_alive()
+    release.set()
+    t.join(30)
+    assert len(taken) == 11
+    assert p.flush_through(recs[-1].position, 5, 30)
+    acks = []
+    while not p.acks.empty():
+        acks += p.acks.get()
+    assert [a.position for a in acks] == [r.position for r in recs]
+    assert p.peak_records == 4 and max(batches) <= 2
+    p.close()
+
+
+def test_pipeline_abandon_releases_a_blocked_reader_and_drops_what_waits():
+    import threading
+
+    from delta_destination.conduit.pipeline import Ack, Pipeline
+
+    hold = threading.Event()
+    p = Pipeline(lambda rs: hold.wait(30) and [Ack(bytes(r.position)) for r in rs], batch_size=1,
+                 batch_delay=0, max_records=1, max_bytes=10 ** 9)
+    got = []
+    t = threading.Thread(target=lambda: got.extend(p.receive([record(i, CREATE, key={"id": i})]) for i in range(5)),
+                         daemon=True)
+    t.start()
+    t.join(1.0)
+    assert t.is_alive()                  # held: one record written (blocked), one waiting
+    assert p.abandon() == 1
+    t.join(5)
+    assert got[:2] == [True, True] and got[2:] == [False, False, False]
+    hold.set()
+    assert p.wait_writer(10)
+
+
+def test_writer_epoch_claims_and_the_log_cursor(tmp_path):
+    import json
+
+    from delta_destination.conduit.epochs import Epochs, LogCursor, epoch_key, epoch_of, token
+    from delta_destination.conduit.errors import Superseded
+
+    log_dir = tmp_path / "t" / "_delta_log"
+    log_dir.mkdir(parents=True)
+    key = epoch_key("pipe:dst")
+    versions = []
+
+    def commit(config=None):
+        v = len(versions)
+        lines = [{"commitInfo": {"operation": "X"}}]
+        if config is not None:
+            lines.append({"metaData": {"configuration": config}})
+        (log_dir / f"{v:020d}.json").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        versions.append(v)
+
+    commit({"other": "1"})
+    cursor = LogCursor(str(tmp_path / "t"), key)
+    assert cursor.current() == (None, True)
+    commit()                                      # a data commit: no metaData
+    commit({key: token(1, "a")})
+    assert cursor.current() == (token(1, "a"), True)
+    assert token(10, "a") > token(9, "zzz") and epoch_of(token(12, "x")) == 12
+
+    def set_value(table, value):                  # a claim is a commit of its own
+        commit({key: value})
+
+    mine = Epochs("pipe:dst", lambda t: str(tmp_path / t), lambda t: [], set_value, instance="b")
+    assert mine.claim("t", "s.t") == token(2, "b")
+    mine.check("t", "s.t")                        # still ours
+    commit()
+    mine.check("t", "s.t")
+    other = Epochs("pipe:dst", lambda t: str(tmp_path / t), lambda t: [], set_value, instance="c")
+    assert other.claim("t", "s.t") == token(3, "c")
+    with pytest.raises(Superseded, match=r"newer instance .* \(writer epoch 3, this instance has 2\)"):
+        mine.check("t", "s.t")
+    other.check("t", "s.t")
+    # Another connector's epoch is a property of its own: it never refuses this one.
+    assert epoch_key("pipe:other") != key

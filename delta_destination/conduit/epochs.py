@@ -164,16 +164,14 @@ class Epochs:
                 log.info(f"{display}: writer epoch {epoch_of(mine)} claimed (previous {epoch_of(current)})")
                 return mine
             log.warning(f"{display}: another instance claimed the table at the same time; claiming again")
-        raise Superseded(f"table {display}: another instance of this connector keeps claiming the table; "
-                         f"nothing of this batch was written")
+        raise Superseded(f"another instance of this connector keeps claiming table {display} at the same time")
 
     def check(self, table: str, display: str) -> None:
         """The guard's half about ordering: refuse unless our claim is still the table's newest."""
         mine = self.mine.get(table)
         if mine is None:
-            raise DestinationError(f"table {display}: written before this instance claimed it")  # a bug
+            raise DestinationError(f"table {display} was about to be written before this instance claimed it")
         now = self.owner(table)
         if now != mine:
-            raise Superseded(f"table {display}: a newer instance of this connector took the table over (writer "
-                             f"epoch {epoch_of(now)}, this instance has {epoch_of(mine)}); nothing of this batch "
-                             f"was written")
+            raise Superseded(f"a newer instance of this connector took the table over (writer epoch "
+                             f"{epoch_of(now)}, this instance has {epoch_of(mine)})")

@@ -132,7 +132,7 @@ class BatchWriter:
     def _check_host(self, display: str) -> None:
         reason = self.host_gone()
         if reason:
-            raise HostGone(f"table {display}: not written, {reason}")
+            raise HostGone(f"the host can no longer take acks ({reason})")
 
     def _guard(self, table: str, display: str) -> None:
         """Right before the commit: the host can still take the acks, and no newer instance
