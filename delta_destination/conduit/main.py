@@ -75,7 +75,12 @@ def serve(env: dict, host: HostWatch) -> int:
     shutdown = threading.Event()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="rpc"),
                          options=[("grpc.max_receive_message_length", MAX_MESSAGE),
-                                  ("grpc.max_send_message_length", MAX_MESSAGE)])
+                                  ("grpc.max_send_message_length", MAX_MESSAGE),
+                                  # Backpressure: while the pipeline's buffer is full nothing reads the
+                                  # Run stream, and HTTP/2's flow-control window is all Conduit can send
+                                  # ahead. Without BDP probing that window stays at its 64 KiB default
+                                  # instead of growing to megabytes of records held in this process.
+                                  ("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 1 << 20)])
     health_servicer = health.HealthServicer()
     health_servicer.set("plugin", health_pb2.HealthCheckResponse.SERVING)   # go-plugin's service name
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)

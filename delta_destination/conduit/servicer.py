@@ -211,6 +211,9 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
             dropped = self.pipeline.close()
             if dropped:
                 log.warning(f"teardown: {dropped} records were never written nor acked; Conduit sends them again")
+            pl = self.pipeline
+            log.info(f"buffer peak: {pl.peak_records} records, {pl.peak_bytes} bytes "
+                     f"(limits {pl.max_records} records, {pl.max_bytes} bytes)")
         if self.schemas is not None:
             self.schemas.close()
         log.info("torn down")
