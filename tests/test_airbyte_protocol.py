@@ -225,6 +225,25 @@ def test_bad_input_commits_what_the_last_state_covers_then_fails(tmp_path, wh, c
     _hostile(tmp_path, wh, config, bad_line, words)
 
 
+def test_stdin_closing_mid_record_commits_only_what_the_last_state_covers(tmp_path, wh, config):
+    """The source (or the platform) is gone in the middle of a message: the cut-off last line
+    is never committed, nor are the records after the last state; that state is echoed."""
+    props = {"id": {"type": "integer"}, "v": {"type": "string"}}
+    cat = catalog(tmp_path, stream("t", props, "append_dedup", pk=["id"]))
+    w = Running(["write", "--config", config, "--catalog", cat])
+    w.send([record("t", {"id": 1, "v": "covered"}), stream_state("t", {"s": 1}, id=1),
+            record("t", {"id": 2, "v": "after the last state"})])
+    whole = record("t", {"id": 3, "v": "SECRET cut off"})
+    w.proc.stdin.write(whole[: len(whole) - 3].encode())        # no closing braces, no newline
+    r = w.close()
+    assert r.rc == 1
+    (err,) = r.errors
+    assert err["failure_type"] == "system_error" and "line 4" in err["message"]
+    assert "ends without a newline" in err["message"] and "SECRET" not in json.dumps(r.messages)
+    assert [s["id"] for s in r.states] == [1]
+    assert data_of(table_rows(wh, "airbyte", "t"), "id", "v") == [(1, "covered")]
+
+
 @pytest.mark.parametrize("data, words", [
     ({"v": "SECRET"}, ["primary key field 'id'"]),
     ({"id": "SECRET", "v": "x"}, ["'id'", "does not fit", "LONG"]),

@@ -88,10 +88,14 @@ def test_host_gone_with_the_parent_alive_drops_the_buffer_and_exits(tmp_path, ho
         start = time.monotonic()
         if how == "run_cancelled":
             run.cancel()
-            p.teardown()                  # Conduit's order after stopStream(): still answered
         else:
             p.broker.close()
-        p.proc.wait(ORPHAN_EXIT)
+        while "the host is gone" not in p.log_text():
+            assert time.monotonic() - start < ORPHAN_EXIT and p.proc.poll() is None
+            time.sleep(0.05)
+        if how == "run_cancelled":
+            p.teardown()                  # Conduit's next call after stopStream() is still answered
+        p.proc.wait(max(0.1, ORPHAN_EXIT - (time.monotonic() - start)))
         print(f"{how}: exited {time.monotonic() - start:.2f}s after the host went away")
     finally:
         p.close()

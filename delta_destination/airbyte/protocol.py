@@ -28,6 +28,11 @@ def parse_line(line: bytes, lineno: int) -> tuple[dict, AirbyteMessage]:
     try:
         raw = json.loads(line)
     except ValueError:
+        if not line.endswith(b"\n"):
+            # The input ended in the middle of a message (the source or the platform is gone): the
+            # cut-off message is never applied, and neither is anything its last state does not cover.
+            raise ProtocolViolation(f"input line {lineno} ends without a newline and is not JSON: the input "
+                                    f"stopped in the middle of a message") from None
         raise ProtocolViolation(f"input line {lineno} is not JSON") from None
     if not isinstance(raw, dict):
         raise ProtocolViolation(f"input line {lineno} is not a JSON object")

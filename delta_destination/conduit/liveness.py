@@ -56,6 +56,7 @@ class HostWatch:
         self._exit_now = exit_now
         self._listeners: list[Callable[[str], None]] = []
         self._stream_active: Callable[[], bool] = lambda: True
+        self._ending = threading.Event()      # Teardown came: the host's leaving is expected
         self._lock = threading.Lock()
 
     # ---- signals --------------------------------------------------------------------------
@@ -69,9 +70,16 @@ class HostWatch:
             self.reason = reason
             self.gone.set()
             listeners = list(self._listeners)
-        log.warning(f"the host is gone ({reason}): buffered records are dropped, nothing more is committed")
+        if self._ending.is_set():
+            log.info(f"the host ended the connection ({reason}) after Teardown")
+        else:
+            log.warning(f"the host is gone ({reason}): buffered records are dropped, nothing more is committed")
         for fn in listeners:
             fn(reason)
+
+    def expect_end(self) -> None:
+        """Teardown came: the host will close the connection next (go-plugin's Kill)."""
+        self._ending.set()
 
     def on_gone(self, fn: Callable[[str], None]) -> None:
         with self._lock:

@@ -207,6 +207,7 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
     @rpc
     def Teardown(self, request, context):
         self.torn_down.set()
+        self.host.expect_end()
         if self.pipeline is not None:
             dropped = self.pipeline.close()
             if dropped:
