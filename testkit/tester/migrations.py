@@ -56,6 +56,12 @@ class Migration:
             model = self.run.model
             self.apply_to_model(model.alter_table_drop if drop_columns else model.alter_table, t.schema.name, columns)
 
+    def migrate_from_table(self, e: dict, **operation) -> bool:
+        """A Migrate of a table copy or rename: sent when the model has ``from_table``; the details
+        name the entry's ``table``, else ``from_table``. True on success."""
+        return (self.table(e, "from_table") is not None
+                and self.migrate(e.get("table") or e["from_table"], **operation))
+
     def sync_mode(self, e: dict, kind: str, expect=("success",)) -> bool:
         """A table_sync_mode_migration of type `kind` (a TableSyncModeMigrationType name)."""
         op = pb.TableSyncModeMigrationOperation(type=getattr(pb, kind))
@@ -155,9 +161,8 @@ def add_column_with_default_value(m: Migration, e: dict) -> None:
 
 
 def copy_table(m: Migration, e: dict) -> None:
-    t = m.table(e, "from_table")
-    if t is not None and m.migrate(e.get("table") or e["from_table"], copy=pb.CopyOperation(
-            copy_table=pb.CopyTable(from_table=e["from_table"], to_table=e["to_table"]))):
+    copy = pb.CopyTable(from_table=e["from_table"], to_table=e["to_table"])
+    if m.migrate_from_table(e, copy=pb.CopyOperation(copy_table=copy)):
         m.apply_to_model(m.run.model.copy_table, e["from_table"], e["to_table"])
         m.run.vanished.discard(e["to_table"])
 
@@ -170,9 +175,8 @@ def rename_column(m: Migration, e: dict) -> None:
 
 
 def rename_table(m: Migration, e: dict) -> None:
-    t = m.table(e, "from_table")
-    if t is not None and m.migrate(e.get("table") or e["from_table"], rename=pb.RenameOperation(
-            rename_table=pb.RenameTable(from_table=e["from_table"], to_table=e["to_table"]))):
+    rename = pb.RenameTable(from_table=e["from_table"], to_table=e["to_table"])
+    if m.migrate_from_table(e, rename=pb.RenameOperation(rename_table=rename)):
         m.apply_to_model(m.run.model.rename_table, e["from_table"], e["to_table"])
         m.run.vanished.add(e["from_table"])
         m.run.vanished.discard(e["to_table"])
@@ -209,11 +213,9 @@ def drop_column_in_history_mode(m: Migration, e: dict) -> None:
 
 
 def copy_table_to_history_mode(m: Migration, e: dict) -> None:
-    t = m.table(e, "from_table")
     soft = e.get("deleted_column") or ""
-    if t is not None and m.migrate(e.get("table") or e["from_table"], copy=pb.CopyOperation(
-            copy_table_to_history_mode=pb.CopyTableToHistoryMode(
-                from_table=e["from_table"], to_table=e["to_table"], soft_deleted_column=soft))):
+    copy = pb.CopyTableToHistoryMode(from_table=e["from_table"], to_table=e["to_table"], soft_deleted_column=soft)
+    if m.migrate_from_table(e, copy=pb.CopyOperation(copy_table_to_history_mode=copy)):
         m.apply_to_model(m.run.model.copy_table_to_history_mode, e["from_table"], e["to_table"], soft or None)
         m.run.vanished.discard(e["to_table"])
 
