@@ -117,6 +117,9 @@ class Settings:
             raise InvalidRequest("memory_budget_gb must be a positive number of GB")
         if self.catalog_uri and not self.catalog_uri.startswith("thrift://"):
             raise InvalidRequest("catalog_uri must be a Hive Metastore URI like thrift://host:9083")
+        if self.catalog_uri and self.engine == "sail":
+            raise InvalidRequest("catalog_uri needs the Apache Spark engine to register tables (engine spark, or a "
+                                 "Spark Connect server whose catalog is this metastore); Sail cannot register them")
         if self.storage.endpoint and not self.storage.endpoint.startswith(("http://", "https://")):
             raise InvalidRequest("s3_endpoint must be an http:// or https:// URL")
         if bool(self.storage.access_key_id) != bool(self.storage.secret_access_key):

@@ -23,6 +23,7 @@ from ..settings import Settings
 from ..warehouse import Warehouse, name_of_component
 from . import metadata
 from .events import Events, TableOutcome
+from .metastore import Metastore
 from .model import TableSchema
 from .types import column_from_spark, same_storage
 
@@ -68,6 +69,8 @@ class Catalog:
     def __init__(self, engines: Engines, events: Optional[Events] = None):
         self.engines = engines
         self.events = events or Events()
+        # Door working tables (events.working_table, set by the door) are never registered.
+        self.metastore = Metastore(engines, lambda schema, table: self.events.working_table(schema, table))
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._meta_cache: dict[str, metadata.StoredMetadata] = {}

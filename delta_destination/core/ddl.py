@@ -69,15 +69,18 @@ class Tables:
             t.outcome.columns = schema.columns
             if t.table is not None:
                 if equivalent(t.table, schema):
+                    cat.metastore.register(settings, schema_name, schema.name, t.ref.location)
                     log.info(f"CreateTable {t.display}: already exists with the same columns (replay)")
                     return
                 raise TableAlreadyExists(f"table {t.display} already exists with different columns")
             cat.check_new_name(settings, t.ref)
+            cat.metastore.check(settings, schema_name, schema.name)
             t.warehouse.remove_failed_create(t.ref.location)
             cat.forget(t.ref)
             props = {**t.eng.creation_properties(), **metadata.table_properties(schema, 1)}
             t.eng.create_table(t.ref.location, column_defs(schema.columns), props)
             cat.remember_created(t.ref, schema)
+            cat.metastore.register(settings, schema_name, schema.name, t.ref.location)
             t.outcome.committed, t.outcome.lifecycle = True, "CREATE"
             log.info(f"CreateTable {t.display}: created with {len(schema.columns)} columns")
 

@@ -455,3 +455,29 @@ def probe_insert_sql(target: str) -> str:
     'INSERT INTO t1 VALUES (1)'
     """
     return f"INSERT INTO {target} VALUES (1)"
+
+
+# ---- the Hive Metastore (core/metastore.py) ---------------------------------------------------
+def create_database_sql(db: str) -> str:
+    """
+    >>> create_database_sql("sales")
+    'CREATE DATABASE IF NOT EXISTS `sales`'
+    """
+    return f"CREATE DATABASE IF NOT EXISTS {q(db)}"
+
+
+def register_external_sql(db: str, table: str, location: str) -> str:
+    """An external Delta table entry (the metastore points at the table; dropping the entry
+    keeps the data).
+    >>> register_external_sql("sales", "orders", "s3a://b/wh/sales/orders")
+    "CREATE TABLE IF NOT EXISTS `sales`.`orders` USING delta LOCATION 's3a://b/wh/sales/orders'"
+    """
+    return f"CREATE TABLE IF NOT EXISTS {q(db)}.{q(table)} USING delta LOCATION {quote_string(location)}"
+
+
+def unregister_sql(db: str, table: str) -> str:
+    """
+    >>> unregister_sql("sales", "orders")
+    'DROP TABLE IF EXISTS `sales`.`orders`'
+    """
+    return f"DROP TABLE IF EXISTS {q(db)}.{q(table)}"

@@ -50,8 +50,10 @@ class TableMigrations(MigrationFamily):
         with self.catalog.locked(ref):
             if not self.catalog.exists(eng, ref):
                 self.forget(eng, ref)
+                self.catalog.metastore.unregister(settings, d.schema, d.table)
                 return SUCCESS, "drop_table: the table does not exist (nothing to drop)"
             self._drop(eng, ref)
+            self.catalog.metastore.unregister(settings, d.schema, d.table)
         return SUCCESS, "drop_table: dropped"
 
     def _drop(self, eng: EngineSession, ref: TableRef) -> None:
@@ -92,27 +94,33 @@ class TableMigrations(MigrationFamily):
                 marker = self._marker(src, "rename")
                 if self._is_own_copy(dst, marker, source_exists=True):
                     self._drop(eng, src)   # a crash between the copy and the drop: finish it
+                    self.catalog.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
                     return SUCCESS, f"rename_table: {src.display} renamed to {dst.table} (replay finished the drop)"
                 raise TableAlreadyExists(f"rename_table: table {dst.display} already exists; {src.display} was not renamed")
             if dst_exists:
                 self.forget(eng, src)
+                self.catalog.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
                 return SUCCESS, f"rename_table: {src.display} is already renamed to {dst.table} (replay)"
             if not src_exists:
                 raise TableNotFound(f"rename_table: table {src.display} does not exist")
             if src.table.casefold() != dst.table.casefold():  # a rename of case alone is fine
                 self.catalog.check_new_name(settings, dst)
+            self.catalog.metastore.check(settings, d.schema, dst.table)
             if src.warehouse.can_rename:
                 self._clear_way(dst)
                 self.fs("rename_table", lambda: src.warehouse.rename_dir(src.location, dst.location))
                 self.forget(eng, src)
                 self.forget(eng, dst)
-                return SUCCESS, f"rename_table: renamed to {dst.table}"
-            source = self.catalog.require(eng, src)
-            marker = self._marker(src, "rename")
-            self._create_from(eng, dst, TableSchema(dst.table, source.columns),
-                              lambda view: select_sql(eng.table_name(src.location), ["*"]), None, marker)
-            self._drop(eng, src)
-        return SUCCESS, f"rename_table: copied to {dst.table} in one commit, then {src.table} dropped"
+                how = f"renamed to {dst.table}"
+            else:
+                source = self.catalog.require(eng, src)
+                marker = self._marker(src, "rename")
+                self._create_from(eng, dst, TableSchema(dst.table, source.columns),
+                                  lambda view: select_sql(eng.table_name(src.location), ["*"]), None, marker)
+                self._drop(eng, src)
+                how = f"copied to {dst.table} in one commit, then {src.table} dropped"
+            self.catalog.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
+        return SUCCESS, f"rename_table: {how}"
 
     def _clear_way(self, dst: TableRef) -> None:
         """A failed CREATE can leave an empty table folder at the target: remove it; refuse
@@ -142,11 +150,13 @@ class TableMigrations(MigrationFamily):
             marker = self._marker(src, kind) if source is not None else {"source": src.display, "version": None, "kind": kind}
             if self.catalog.exists(eng, dst):
                 if self._is_own_copy(dst, marker, source is not None):
+                    self.catalog.metastore.register(settings, d.schema, dst.table, dst.location)
                     return SUCCESS, f"{what}: {dst.table} is already this copy (replay)"
                 raise TableAlreadyExists(f"{what}: table {dst.display} already exists")
             if source is None:
                 raise TableNotFound(f"{what}: table {src.display} does not exist")
             self.catalog.check_new_name(settings, dst)
+            self.catalog.metastore.check(settings, d.schema, dst.table)
             src_name = eng.table_name(src.location)
             if kind == "copy":
                 target = TableSchema(dst.table, source.columns)
@@ -159,6 +169,7 @@ class TableMigrations(MigrationFamily):
                 target = TableSchema(dst.table, conv.target.columns)
                 self._create_from(eng, dst, target, lambda view: conv.select(src_name, view), conv.params, marker)
                 how = f"({conv.how}) copied into"
+            self.catalog.metastore.register(settings, d.schema, dst.table, dst.location)
         return SUCCESS, f"{what}: {how} {dst.table}"
 
     def _marker(self, src: TableRef, kind: str) -> dict:
