@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 import grpc
 
-from delta_destination.core.errors import InvalidRequest
+from delta_destination.errors import InvalidRequest
 from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.fivetran.batch_files import FileFormat
 from delta_destination.fivetran.convert import table_from_proto, table_to_proto
