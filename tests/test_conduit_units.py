@@ -325,6 +325,9 @@ def test_writer_epoch_claims_and_the_log_cursor(tmp_path):
 
     from delta_destination.conduit.epochs import Epochs, LogCursor, epoch_key, epoch_of, token
     from delta_destination.conduit.errors import Superseded
+    from delta_destination.warehouse import Warehouse
+
+    wh = Warehouse(str(tmp_path))
 
     log_dir = tmp_path / "t" / "_delta_log"
     log_dir.mkdir(parents=True)
@@ -340,7 +343,7 @@ def test_writer_epoch_claims_and_the_log_cursor(tmp_path):
         versions.append(v)
 
     commit({"other": "1"})
-    cursor = LogCursor(str(tmp_path / "t"), key)
+    cursor = LogCursor(wh, str(tmp_path / "t"), key)
     assert cursor.current() == (None, True)
     commit()                                      # a data commit: no metaData
     commit({key: token(1, "a")})
@@ -350,12 +353,12 @@ def test_writer_epoch_claims_and_the_log_cursor(tmp_path):
     def set_value(table, value):                  # a claim is a commit of its own
         commit({key: value})
 
-    mine = Epochs("pipe:dst", lambda t: str(tmp_path / t), lambda t: [], set_value, instance="b")
+    mine = Epochs("pipe:dst", lambda t: (wh, str(tmp_path / t)), lambda t: [], set_value, instance="b")
     assert mine.claim("t", "s.t") == token(2, "b")
     mine.check("t", "s.t")                        # still ours
     commit()
     mine.check("t", "s.t")
-    other = Epochs("pipe:dst", lambda t: str(tmp_path / t), lambda t: [], set_value, instance="c")
+    other = Epochs("pipe:dst", lambda t: (wh, str(tmp_path / t)), lambda t: [], set_value, instance="c")
     assert other.claim("t", "s.t") == token(3, "c")
     with pytest.raises(Superseded, match=r"newer instance .* \(writer epoch 3, this instance has 2\)"):
         mine.check("t", "s.t")

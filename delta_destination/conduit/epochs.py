@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .. import logs
-from ..core.errors import DestinationError
-from ..warehouse import is_url
+from ..errors import DestinationError
+from ..warehouse import Warehouse
 from .errors import Superseded
 
 log = logs.get(__name__)
@@ -56,13 +56,15 @@ def newest(values: list[str]) -> Optional[str]:
     return max(values) if values else None
 
 
-# ---- reading a local table's log ----------------------------------------------------------------
+# ---- reading a table's log ----------------------------------------------------------------------
 @dataclass
 class LogCursor:
-    """The property's value in a local table's newest metaData action, read incrementally:
-    Delta log files never change once written, so each check reads only the commits newer than
-    the last one it read."""
+    """The property's value in a table's newest metaData action, read from its Delta log
+    incrementally: log files never change once written, so each check lists the log and reads
+    only the commits newer than the last one it read. For warehouses the destination can list
+    (local disks, S3)."""
 
+    warehouse: Warehouse
     location: str
     key: str
     version: int = -1                  # newest commit read so far
@@ -74,24 +76,18 @@ class LogCursor:
         """(value, known). Not known: no JSON commit holds a metaData action (the log was cleaned
         up behind a checkpoint); the caller asks the engine and `seed`s the answer."""
         with self._lock:
-            log_dir = os.path.join(self.location, "_delta_log")
-            try:
-                names = os.listdir(log_dir)
-            except FileNotFoundError:
-                return None, False
-            new = sorted(v for v in (int(n[:20]) for n in names
-                                     if len(n) == 25 and n.endswith(".json") and n[:20].isdigit())
+            new = sorted(v for v in (int(e.name[:20]) for e in self.warehouse.commit_entries(self.location))
                          if v > self.version)
             if not new:
                 return self.value, self.known
             if self.known:                  # newer commits, oldest first: the last metaData wins
                 for v in new:
-                    meta = _metadata_of(os.path.join(log_dir, f"{v:020d}.json"))
+                    meta = self._metadata_of(v)
                     if meta is not None:
                         self.value = (meta.get("configuration") or {}).get(self.key)
             else:                           # first read: newest first, up to the first metaData
                 for v in reversed(new):
-                    meta = _metadata_of(os.path.join(log_dir, f"{v:020d}.json"))
+                    meta = self._metadata_of(v)
                     if meta is not None:
                         self.value = (meta.get("configuration") or {}).get(self.key)
                         self.known = True
@@ -103,31 +99,32 @@ class LogCursor:
         with self._lock:
             self.value, self.known = value, True
 
-
-def _metadata_of(path: str) -> Optional[dict]:
-    """The last metaData action of one commit file, or None."""
-    meta = None
-    with open(path, encoding="utf-8") as f:
-        for line in f:
+    def _metadata_of(self, version: int) -> Optional[dict]:
+        """The last metaData action of one commit file, or None."""
+        path = self.warehouse.join_location(self.location, "_delta_log", f"{version:020d}.json")
+        meta = None
+        for line in self.warehouse.storage.read_bytes(path).decode("utf-8").splitlines():
             if '"metaData"' in line:
                 action = json.loads(line)
                 if isinstance(action, dict) and isinstance(action.get("metaData"), dict):
                     meta = action["metaData"]
-    return meta
+        return meta
 
 
 # ---- claims and checks ------------------------------------------------------------------------
 class Epochs:
-    """This instance's claims. `read_values(table)` reads every value the property has had
-    through the engine (used for tables under a storage URL, and where a local log holds no
-    metaData action any more); `set_value(table, value)` commits a new value."""
+    """This instance's claims. `locate(table)` is (warehouse, location); `read_values(table)`
+    reads every value the property has had through the engine (for storage the destination
+    cannot list, and where the log holds no metaData action any more); `set_value(table, value)`
+    commits a new value (a claim). `read_values` must not take the table's lock: the guard
+    runs while the writer holds it."""
 
-    def __init__(self, connector_id: str, location_of: Callable[[str], str],
+    def __init__(self, connector_id: str, locate: Callable[[str], tuple[Warehouse, str]],
                  read_values: Callable[[str], list[str]], set_value: Callable[[str, str], None],
                  instance: Optional[str] = None):
         self.key = epoch_key(connector_id)
         self.instance = instance or new_instance_tag()
-        self.location_of = location_of
+        self.locate = locate
         self.read_values = read_values
         self.set_value = set_value
         self.mine: dict[str, str] = {}           # table -> our token
@@ -135,12 +132,12 @@ class Epochs:
         self._lock = threading.Lock()
 
     def owner(self, table: str) -> Optional[str]:
-        location = self.location_of(table)
-        if not is_url(location):
+        warehouse, location = self.locate(table)
+        if warehouse.can_list:
             with self._lock:
                 cursor = self._cursors.get(table)
                 if cursor is None or cursor.location != location:
-                    cursor = self._cursors[table] = LogCursor(location, self.key)
+                    cursor = self._cursors[table] = LogCursor(warehouse, location, self.key)
             value, known = cursor.current()
             if not known:
                 value = newest(self.read_values(table))

@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
-from ..core.errors import InvalidRequest
-from ..core.names import check_column_name, check_path_name
+from ..errors import InvalidRequest
+from ..names import check_column_name, check_path_name
 from .columns import MAX_EXACT_INT
 from .errors import BadRecord
 from .params import ConnectorConfig

@@ -14,7 +14,8 @@ from typing import Callable, Optional
 import grpc
 
 from .. import logs
-from ..core import errors as core_errors
+from .. import errors
+from ..grpc_status import grpc_status
 from ._proto import destination_pb2 as dpb, destination_pb2_grpc, grpc_controller_pb2, grpc_controller_pb2_grpc
 from ._proto import specifier_pb2_grpc
 from .errors import InvalidConfig
@@ -30,26 +31,8 @@ STOP_WAIT_FOR_RECORD = 60.0     # as the Go SDK: Stop waits up to a minute for t
 STOP_WAIT_FOR_FLUSH = 300.0     # ... and then for its commit (engine retries included)
 PROGRESS_ENV = "CONDUIT_DELTA_PROGRESS_FILE"   # optional: a file that holds the count of acked records
 
-_STATUS = (
-    (core_errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
-    (core_errors.TableNotFound, grpc.StatusCode.NOT_FOUND),
-    (core_errors.UnsupportedOperation, grpc.StatusCode.UNIMPLEMENTED),
-    (core_errors.EngineUnavailable, grpc.StatusCode.UNAVAILABLE),
-    (core_errors.MemoryBudgetExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (core_errors.CustomerActionRequired, grpc.StatusCode.FAILED_PRECONDITION),
-    (core_errors.DestinationError, grpc.StatusCode.INTERNAL),
-)
-
-
-def grpc_status(exc: core_errors.DestinationError) -> grpc.StatusCode:
-    for cls, code in _STATUS:
-        if isinstance(exc, cls):
-            return code
-    return grpc.StatusCode.INTERNAL
-
-
 def nack_message(exc: BaseException) -> str:
-    if isinstance(exc, core_errors.DestinationError):
+    if isinstance(exc, errors.DestinationError):
         return exc.message
     return f"unexpected {type(exc).__name__}; nothing of this record was written"
 
@@ -61,7 +44,7 @@ def rpc(fn):
     def inner(self, request, context):
         try:
             return fn(self, request, context)
-        except core_errors.DestinationError as exc:
+        except errors.DestinationError as exc:
             log.error(f"{name} failed: {exc.message}")
             context.abort(grpc_status(exc), exc.message)
         except Exception as exc:  # noqa: BLE001 - never leak internals or values
@@ -200,7 +183,7 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
         last = bytes(request.last_position)
         start = time.monotonic()
         if not self.pipeline.flush_through(last, STOP_WAIT_FOR_RECORD, STOP_WAIT_FOR_FLUSH):
-            raise core_errors.EngineError("Stop: the last record did not arrive or could not be written in time")
+            raise errors.EngineError("Stop: the last record did not arrive or could not be written in time")
         log.info(f"stopped: everything up to the last position is written and acked ({time.monotonic() - start:.1f}s)")
         return dpb.Destination.Stop.Response()
 
@@ -232,27 +215,27 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
 
 
 def make_epochs(core, cfg: ConnectorConfig, connector_id: str):
-    """Writer epochs of this instance, read and claimed through the core (see epochs.py). The
-    engine read takes no table lock: the guard calls it while the writer holds that lock."""
-    from ..engines.errors import run_engine
+    """Writer epochs of this instance (see epochs.py): read from the table's log where the
+    warehouse can be listed, else through the engine without the table's lock (the guard runs
+    while the core's writer holds it); claimed through the core."""
+    from ..warehouse import Warehouse
     from .epochs import Epochs, epoch_key
 
     key = epoch_key(connector_id)
     settings, schema = cfg.settings, cfg.schema
+    warehouse = Warehouse(settings.warehouse, settings.storage)
 
-    def location_of(table: str) -> str:
-        return core.catalog.locate(settings, schema, table).location
+    def locate(table: str):
+        return warehouse, warehouse.table_location(schema, table)
 
     def read_values(table: str) -> list[str]:
-        eng = core.catalog.session(settings)
-        location = location_of(table)
-        return run_engine(f"read the writer epoch of {schema}.{table}",
-                          lambda: eng.dialect.property_values(eng.spark, location, key))
+        return core.engines.get(settings).property_values(f"read the writer epoch of {schema}.{table}",
+                                                          locate(table)[1], key)
 
     def set_value(table: str, value: str) -> None:
         core.tables.set_property(settings, schema, table, key, value)
 
-    return Epochs(connector_id, location_of, read_values, set_value)
+    return Epochs(connector_id, locate, read_values, set_value)
 
 
 def broker_handler(host: HostWatch) -> grpc.GenericRpcHandler:

@@ -16,13 +16,12 @@ import pyarrow as pa
 from .. import logs
 from ..core.api import DeltaCore
 from ..core.changes import ChangeSet, Changes, Op
-from ..core.errors import DestinationError
+from ..errors import DestinationError
 from ..core.model import Column, TableSchema
 from ..core.types import arrow_type
 from .errors import BadRecord, HostGone, TableWriteFailed
 from .columns import MAX_EXACT_INT, DoesNotFit, new_column, to_python, widened
 from .epochs import Epochs
-from .guarded import write_guarded
 from .liveness import pause_point
 from .opencdc import DELETE, UPSERT, Decoded
 from .params import ConnectorConfig
@@ -189,9 +188,9 @@ class BatchWriter:
                 self.epochs.claim(table, display)
             keys = list(plan.keys)
             good = [records[i] for i in admitted]
-            result = write_guarded(self.core, cfg.settings, cfg.schema, table,
-                                   lambda stored: change_set(stored, keys, good), what="Conduit batch",
-                                   guard=lambda: self._guard(table, display))
+            result = self.core.writer.write(cfg.settings, cfg.schema, table,
+                                            lambda stored: change_set(stored, keys, good), what="Conduit batch",
+                                            guard=lambda: self._guard(table, display))
             log.info(f"{display}: {len(good)} records in one commit ({result.upserts} upserts, {result.deletes} deletes)")
         except Exception as exc:  # noqa: BLE001 - the commit did not happen: every record left fails with it
             if not isinstance(exc, DestinationError):
