@@ -173,12 +173,14 @@ def test_malformed_records_are_nacked_alone_in_order(plugin, tmp_path):
         record(7, CREATE, key={"id": 7}, after={"id": 7, "qty": 7}),
         record(8, CREATE, key={"sku": "a"}, after={"qty": 8}, metadata=meta),
         record(9, UPDATE, key={"id": 1}, after={"id": 1, "qty": 6}, metadata=meta),
-        # A table whose location cannot hold a Delta table: its records fail together, the rest is written.
+        # A table the engine cannot read (a corrupt log): its records fail together, the rest is written.
         record(10, CREATE, key={"id": 1}, after={"id": 1}, metadata={"opencdc.collection": "blocked"}),
         record(11, CREATE, key={"id": 2}, after={"id": 2}, metadata={"opencdc.collection": "blocked"}),
     ]
     (wh / "conduit").mkdir(parents=True)
-    (wh / "conduit" / "blocked").write_text("not a directory")
+    corrupt = wh / "conduit" / "blocked" / "_delta_log" / ("0" * 20 + ".json")
+    corrupt.parent.mkdir(parents=True)
+    corrupt.write_text("not a Delta commit")
     run.send(*recs)
     acks = run.wait_acks(len(recs))
     p.stop(recs[-1].position)
@@ -196,7 +198,7 @@ def test_malformed_records_are_nacked_alone_in_order(plugin, tmp_path):
     assert "key field(s) 'sku' differ" in errors[7]
     assert errors[9] and errors[9] == errors[10] and "blocked" in errors[9]
     assert all("five" not in e for e in errors)          # never a value in a message
-    assert (wh / "conduit" / "blocked").read_text() == "not a directory"
+    assert [f.name for f in corrupt.parent.iterdir()] == [corrupt.name] and corrupt.read_text() == "not a Delta commit"
     got = table_rows(wh / "conduit" / "items", ["id"])
     assert {k: r["qty"] for k, r in got.items()} == {(1,): 6}
 
