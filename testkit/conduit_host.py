@@ -146,7 +146,7 @@ class PluginProcess:
     def open(self, config: dict):
         self.configure(config)
         self.destination.LifecycleOnCreated(D.Lifecycle.OnCreated.Request(config=config), timeout=30)
-        self.destination.Open(D.Open.Request(), timeout=120)
+        self.destination.Open(D.Open.Request(), timeout=600)   # a local Spark JVM can take minutes on a busy machine
         return RunStream(self.destination)
 
     def stop(self, last_position: bytes):

@@ -55,8 +55,9 @@ def test_kill9_of_the_host_ends_the_orphan_and_nothing_is_committed_after(hosts,
     print(f"{guard}: the orphan exited {took:.3f}s after its host's kill -9 ({acked_before} records acked)")
     path = wh / "conduit" / "events"
     history = commit_history(path)
-    # The watchdog checks every 0.2 s and then ends the process at once.
-    slack_ms = 50 if guard == "pdeathsig" else 300
+    # The guard asks getppid() before every commit, so only a statement already past it can land
+    # later; the watchdog (every 0.2 s) ends the process then, which a busy machine may delay.
+    slack_ms = 50 if guard == "pdeathsig" else 1000
     late = [h for h in history if h["timestamp"] > dead_at * 1000 + slack_ms]
     assert not late, (dead_at, late)
     version = delta_version(str(path))
