@@ -22,11 +22,14 @@ install: install-python $(SPARK_JARS)/.fetched cluster-jars
 # The venv and the generated stubs: all the embedded Sail engine needs (no Java, no Maven; the Docker image).
 install-python: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated
 
-# Delta Lake's jars for the local Apache Spark engine, fetched once with Maven (no network at run time).
-$(SPARK_JARS)/.fetched: jvm/pom.xml
-	@command -v mvn >/dev/null 2>&1 || { echo "need Maven (mvn) and Java 17+ for the Spark engine's Delta jars"; exit 1; }
+# The local Apache Spark engine's jars, fetched once with Maven (no network at run time): Delta Lake,
+# S3A (hadoop-aws and the AWS SDK modules it uses) and the project's own S3 log store built from jvm/src.
+JVM_SOURCES := $(shell find jvm/src -name '*.java' 2>/dev/null)
+$(SPARK_JARS)/.fetched: jvm/pom.xml $(JVM_SOURCES)
+	@command -v mvn >/dev/null 2>&1 || { echo "need Maven (mvn) and Java 17+ for the Spark engine's jars"; exit 1; }
 	rm -rf $(SPARK_JARS)
-	mvn -q -B -f jvm/pom.xml dependency:copy-dependencies
+	mvn -q -B -f jvm/pom.xml package dependency:copy-dependencies
+	rm -rf $(SPARK_JARS)/.build
 	touch $@
 
 # The Hive standalone metastore 4.0.1 (with Derby and a Hadoop 3.5 client) and the Hive 4.0.1 client

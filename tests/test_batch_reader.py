@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from testkit.batch_files import NULL, UNMODIFIED, _open_sink, format_value, new_key, write_batch_file
 from delta_destination.core import types as br
-from delta_destination.core import errors
+from delta_destination import errors
 from delta_destination.fivetran.batch_files import errors as file_errors
 from delta_destination.fivetran.batch_files import (
     BatchData, Compression, Encryption, FileFormat, FileParams, open_plaintext, read_batch_file,

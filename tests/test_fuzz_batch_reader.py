@@ -35,7 +35,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from testkit.batch_files import _open_sink, write_batch_file
-from delta_destination.core import errors
+from delta_destination import errors
 from delta_destination.fivetran.batch_files import BatchData, Compression, Encryption, FileFormat, FileParams, read_batch_file
 from delta_destination.core.model import Column, DataType as FT, TableSchema
 
