@@ -50,14 +50,15 @@ $(HIVE_CLIENT_JARS)/.fetched: jvm/hive-client/pom.xml
 
 # A local Spark standalone cluster (master + 2 workers), a Spark Connect server on it, the S3 server
 # and a Hive metastore, in the background; connection facts in .cluster/env (see testkit/cluster.py).
+CLUSTER_DIR ?= .cluster
 cluster: install
-	$(BIN)/python -m testkit.cluster start
+	$(BIN)/python -m testkit.cluster start --state-dir $(CLUSTER_DIR)
 
 cluster-stop:
-	@if [ -x $(BIN)/python ]; then $(BIN)/python -m testkit.cluster stop; else echo "no cluster (no .venv)"; fi
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m testkit.cluster stop --state-dir $(CLUSTER_DIR); else echo "no cluster (no .venv)"; fi
 
 cluster-status:
-	$(BIN)/python -m testkit.cluster status
+	$(BIN)/python -m testkit.cluster status --state-dir $(CLUSTER_DIR)
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON)"; exit 1; }

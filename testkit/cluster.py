@@ -71,6 +71,8 @@ BUCKET = "warehouse"
 WAREHOUSE_PREFIX = "cluster"
 APP_NAME = "delta-destination-cluster"
 SUPERVISOR_LOG = "supervisor.log"
+PROJECT_LOG_STORE = "deltadestination.storage.S3ConditionalPutLogStore"
+PROJECT_LOG_STORE_JAR = "delta-destination-storage.jar"
 SECRET_KEYS = ("AWS_SECRET_ACCESS_KEY",)
 PR_SET_PDEATHSIG = 1
 
@@ -264,6 +266,11 @@ def connect_conf(*, grpc_port: int, ui_port: int, scratch: Path, warehouse_for_s
     }
     for k, v in (s3 or {}).items():
         conf[f"spark.hadoop.{k}"] = v
+    if (SPARK_JARS / PROJECT_LOG_STORE_JAR).is_file():
+        # The project's Delta log store for S3: commits are put-if-absent, so several writers
+        # (this server, the local engine, Sail) cannot overwrite each other's commit.
+        conf["spark.delta.logStore.s3a.impl"] = PROJECT_LOG_STORE
+        conf["spark.delta.logStore.s3.impl"] = PROJECT_LOG_STORE
     return conf
 
 
