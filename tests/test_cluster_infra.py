@@ -219,7 +219,7 @@ def test_names_the_catalog_takes_and_refuses(cluster, spark):
     from pyspark.errors import AnalysisException
 
     # Registering an existing Delta table (the destination writes by path, then names it).
-    spark.sql(f"CREATE TABLE delta.`{base}/infra_names/existing` AS SELECT 1 AS id")
+    spark.range(1).write.format("delta").save(f"{base}/infra_names/existing")
     for bad in ("`with space`", "`dash-ed`", "`t_é`", "`dot.ted`"):
         with pytest.raises(AnalysisException, match="INVALID_SCHEMA_OR_RELATION_NAME"):
             spark.sql(f"CREATE TABLE infra_names.{bad} USING delta LOCATION '{base}/infra_names/existing'")
