@@ -11,10 +11,13 @@ PORT ?= 50052
 WAREHOUSE ?= ./warehouse
 ENGINE ?= sail
 SPARK_JARS := .spark-jars
+# The local cluster's Hive metastore (server) and the Hive 4 client Spark's Hive support loads.
+METASTORE_JARS := .metastore-jars
+HIVE_CLIENT_JARS := .hive-client-jars
 
-.PHONY: install install-python proto run test test-slow test-clients bench clean conduit airbyte-clients
+.PHONY: install install-python proto run test test-slow test-clients bench clean conduit airbyte-clients cluster cluster-stop cluster-status cluster-jars
 
-install: install-python $(SPARK_JARS)/.fetched
+install: install-python $(SPARK_JARS)/.fetched cluster-jars
 
 # The venv and the generated stubs: all the embedded Sail engine needs (no Java, no Maven; the Docker image).
 install-python: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated
@@ -28,6 +31,34 @@ $(SPARK_JARS)/.fetched: jvm/pom.xml $(JVM_SOURCES)
 	mvn -q -B -f jvm/pom.xml package dependency:copy-dependencies
 	rm -rf $(SPARK_JARS)/.build
 	touch $@
+
+# The Hive standalone metastore 4.0.1 (with Derby and a Hadoop 3.5 client) and the Hive 4.0.1 client
+# jars for Spark's Hive support: what the local cluster needs beyond pyspark and .spark-jars.
+cluster-jars: $(METASTORE_JARS)/.fetched $(HIVE_CLIENT_JARS)/.fetched
+
+$(METASTORE_JARS)/.fetched: jvm/metastore/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "need Maven (mvn) and Java 17+ for the cluster's metastore jars"; exit 1; }
+	rm -rf $(METASTORE_JARS)
+	mvn -q -B -f jvm/metastore/pom.xml dependency:copy-dependencies
+	touch $@
+
+$(HIVE_CLIENT_JARS)/.fetched: jvm/hive-client/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "need Maven (mvn) and Java 17+ for the cluster's Hive client jars"; exit 1; }
+	rm -rf $(HIVE_CLIENT_JARS)
+	mvn -q -B -f jvm/hive-client/pom.xml dependency:copy-dependencies
+	touch $@
+
+# A local Spark standalone cluster (master + 2 workers), a Spark Connect server on it, the S3 server
+# and a Hive metastore, in the background; connection facts in .cluster/env (see testkit/cluster.py).
+CLUSTER_DIR ?= .cluster
+cluster: install
+	$(BIN)/python -m testkit.cluster start --state-dir $(CLUSTER_DIR)
+
+cluster-stop:
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m testkit.cluster stop --state-dir $(CLUSTER_DIR); else echo "no cluster (no .venv)"; fi
+
+cluster-status:
+	$(BIN)/python -m testkit.cluster status --state-dir $(CLUSTER_DIR)
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON)"; exit 1; }
@@ -78,5 +109,5 @@ bench: install
 	$(BIN)/python scripts/bench.py
 
 clean:
-	rm -rf $(VENV) $(SPARK_JARS) $(PROTO_OUT)/*_pb2*.py $(PROTO_OUT)/*_pb2*.pyi
+	rm -rf $(VENV) $(SPARK_JARS) $(METASTORE_JARS) $(HIVE_CLIENT_JARS) $(PROTO_OUT)/*_pb2*.py $(PROTO_OUT)/*_pb2*.pyi
 	find $(CONDUIT_PROTO_OUT) -mindepth 1 -maxdepth 1 ! -name __init__.py -exec rm -rf {} +

@@ -1,0 +1,909 @@
+"""A local Spark cluster with object storage and a catalog, for `make cluster` and the cluster tests.
+
+What runs, every process bound to 127.0.0.1 on ports picked free at start:
+- a Spark standalone master and `workers` workers (separate JVMs, from the pinned pyspark's own
+  jars through `bin/spark-class`; `pyspark/sbin` has no start scripts), each worker with one core,
+  a bounded memory to hand to executors and its own work and scratch directories;
+- a Spark Connect server (`spark-submit`, as the local engine starts it) whose application runs
+  on that master: one executor per worker, the Delta jars of `.spark-jars/` (and S3A's when
+  present), Spark's Hive support pointed at the metastore below;
+- the S3 server of the object-storage work (SeaweedFS, testkit/s3_server.py) when it and the
+  S3A jars are installed, else a warehouse on a local directory all processes share;
+- a Hive standalone metastore 4.0.1 (Maven Central, `.metastore-jars/`) with an embedded Derby
+  database whose schema DataNucleus creates at the first start (`datanucleus.schema.autoCreateAll`).
+
+Why Spark's Hive client is Hive 4.0.1 and not pyspark's built-in 2.3.10: a Hive 4 metastore no
+longer answers the Thrift calls the 2.3 client makes for tables (measured: CREATE/SHOW DATABASES
+work, every table lookup fails with "Invalid method name: 'get_table'"). Spark 4.2 supports
+4.0.0-4.1.0 clients in an isolated class loader; `.hive-client-jars/` holds the artifacts Spark
+itself would resolve for 4.0.1 (jvm/hive-client/pom.xml), so nothing is downloaded at start-up.
+
+Each run starts fresh: the state directory (default `.cluster/`, private to its owner) is
+emptied first, because the S3 server's data and the Derby database live only as long as the
+cluster. `.cluster/env` (0600) holds the connection facts as shell assignments, `.cluster/pids`
+every process started, by name. `python -m testkit.cluster start|stop|status` is what the
+Makefile calls: `start` leaves a supervisor process behind that owns the cluster (the S3 server
+and the JVMs die with it, PR_SET_PDEATHSIG), `stop` stops every recorded PID (TERM, then KILL,
+a whole process group each: the workers' executors included) and checks that none is left.
+The tests use `LocalCluster` directly in their own process.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+from xml.sax.saxutils import escape
+
+from delta_destination.engines.spark_process import (
+    CONNECT_SERVER_CLASS,
+    SparkProcessOptions,
+    accepts_connections,
+    free_loopback_port,
+    server_conf,
+    spark_home,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_STATE_DIR = ROOT / ".cluster"
+SPARK_JARS = ROOT / ".spark-jars"
+METASTORE_JARS = ROOT / ".metastore-jars"
+HIVE_CLIENT_JARS = ROOT / ".hive-client-jars"
+HIVE_CLIENT_VERSION = "4.0.1"
+METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+BUCKET = "warehouse"
+WAREHOUSE_PREFIX = "cluster"
+APP_NAME = "delta-destination-cluster"
+SUPERVISOR_LOG = "supervisor.log"
+PROJECT_LOG_STORE = "deltadestination.storage.S3ConditionalPutLogStore"
+PROJECT_LOG_STORE_JAR = "delta-destination-storage.jar"
+SECRET_KEYS = ("AWS_SECRET_ACCESS_KEY",)
+PR_SET_PDEATHSIG = 1
+
+
+class ClusterError(RuntimeError):
+    """A part of the cluster did not start, or a cluster is already running."""
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """Sizes on a 2-core machine: the whole cluster stays under ~5 GB of resident memory."""
+
+    workers: int = 2
+    worker_cores: int = 1
+    # What a worker may hand to executors; each gets one executor of `executor_memory`.
+    worker_memory: str = "1g"
+    executor_memory: str = "768m"
+    # Heap of the master and worker daemons themselves (SPARK_DAEMON_MEMORY).
+    daemon_memory: str = "256m"
+    driver_memory: str = "1g"
+    metastore_memory: str = "512m"
+    # "s3": SeaweedFS (fails when it or the S3A jars are missing); "local": a shared directory;
+    # "auto": S3 when available.
+    storage: str = "auto"
+    startup_timeout: float = 420.0
+    stop_grace: float = 15.0
+    # Tie every process to the thread that starts it (PR_SET_PDEATHSIG): a test run that dies
+    # takes its cluster with it. The supervisor of `make cluster` ties them to itself.
+    die_with_starter: bool = True
+
+
+@dataclass
+class Part:
+    """One process of the cluster."""
+
+    name: str
+    proc: Optional[subprocess.Popen]
+    log: Optional[Path]
+    spawned_at: float
+    ready_in: Optional[float] = None
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def _die_with_starter() -> None:  # in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def java_binary() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").is_file():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise ClusterError("no `java` on PATH (Java 17+ runs Spark and the metastore)")
+    return found
+
+
+def jars_in(directory: Path, what: str, make_target: str) -> list[Path]:
+    jars = sorted(directory.glob("*.jar")) if directory.is_dir() else []
+    if not jars:
+        raise ClusterError(f"the {what} jars are missing from {directory}: run `make {make_target}`")
+    return jars
+
+
+def s3a_jars() -> list[Path]:
+    """S3A and the AWS SDK modules it needs, from .spark-jars (jvm/pom.xml): every jar there but Delta's."""
+    if not SPARK_JARS.is_dir() or not any(SPARK_JARS.glob("hadoop-aws-*.jar")):
+        return []
+    return sorted(j for j in SPARK_JARS.glob("*.jar") if not j.name.startswith("delta-"))
+
+
+def s3_server_available() -> bool:
+    try:
+        from testkit import s3_server
+    except ImportError:
+        return False
+    try:
+        s3_server.weed_binary()
+    except Exception:  # noqa: BLE001 - its own error type: "not installed"
+        return False
+    return bool(s3a_jars())
+
+
+def http_json(url: str, timeout: float = 3.0):
+    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback URLs we built
+        return json.loads(resp.read().decode())
+
+
+def to_s3a(url: str) -> str:
+    """Hadoop's S3 client is S3A: `s3://b/k` -> `s3a://b/k`."""
+    return "s3a://" + url[len("s3://"):] if url.startswith("s3://") else url
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (0600 from its creation, no window)."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def metastore_site(port: int, db_dir: Path, warehouse: str, s3: Optional[dict[str, str]]) -> str:
+    """metastore-site.xml (pure). No secret: S3A takes the keys from the process environment."""
+    props = {
+        "metastore.thrift.port": str(port),
+        "metastore.thrift.bind.host": "127.0.0.1",
+        "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={db_dir};create=true",
+        "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
+        # A fresh Derby database gets its schema from DataNucleus at the first start; the
+        # recorded schema version is then not checked (schematool would be a separate JVM run).
+        "datanucleus.schema.autoCreateAll": "true",
+        "metastore.schema.verification": "false",
+        "metastore.warehouse.dir": warehouse,
+        "metastore.warehouse.external.dir": warehouse,
+        # Hive 4's default transformer rewrites what clients without "capabilities" (Spark) see
+        # and create: a plain catalog stores what it is given.
+        "metastore.metadata.transformer.class": " ",
+        # Async logging needs the LMAX disruptor, which the metastore's Maven pom does not bring.
+        "metastore.async.log.enabled": "false",
+        # No compaction, statistics or housekeeping work for tables Hive does not manage.
+        "metastore.compactor.initiator.on": "false",
+        "metastore.compactor.cleaner.on": "false",
+        "metastore.stats.auto.gather": "false",
+        "metastore.metrics.enabled": "false",
+        "metastore.event.db.notification.api.auth": "false",
+    }
+    if s3:
+        props.update(s3)
+    body = "\n".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
+                     for k, v in props.items())
+    return f"<?xml version=\"1.0\"?>\n<configuration>\n{body}\n</configuration>\n"
+
+
+METASTORE_LOG4J = """\
+status = WARN
+name = metastore
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{ISO8601} %5p [%t] %c{2}: %m%n
+rootLogger.level = INFO
+rootLogger.appenderRef.console.ref = console
+logger.datanucleus.name = DataNucleus
+logger.datanucleus.level = WARN
+"""
+
+
+def s3a_settings(endpoint: str, region: str) -> dict[str, str]:
+    """Hadoop settings for S3A against an S3-compatible server on an IP (path-style, plain HTTP).
+    The keys are not here: S3A's default chain reads AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY
+    from the environment of each JVM (driver, executors via their worker, metastore)."""
+    return {
+        "fs.s3a.endpoint": endpoint,
+        "fs.s3a.endpoint.region": region,
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.connection.ssl.enabled": "false",
+    }
+
+
+def connect_conf(*, grpc_port: int, ui_port: int, scratch: Path, warehouse_for_spark: str, metastore_port: int,
+                 options: ClusterOptions, s3: Optional[dict[str, str]]) -> dict[str, str]:
+    """The Connect server's Spark settings (pure): the local engine's own (Delta, UTC, ANSI,
+    INT64 microsecond timestamps, no auto compaction) plus the cluster's."""
+    base = server_conf(grpc_port, scratch, SparkProcessOptions(cores=options.workers * options.worker_cores))
+    conf = {
+        **base,
+        "spark.ui.enabled": "true",
+        "spark.ui.port": str(ui_port),
+        "spark.ui.killEnabled": "false",
+        "spark.executor.memory": options.executor_memory,
+        "spark.executor.cores": str(options.worker_cores),
+        "spark.cores.max": str(options.workers * options.worker_cores),
+        "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={scratch / 'executor-tmp'}",
+        # Executors start with the application (standalone allocates them at registration), and
+        # stay: dynamic allocation would hand work back to one worker.
+        "spark.dynamicAllocation.enabled": "false",
+        "spark.sql.warehouse.dir": warehouse_for_spark,
+        "spark.sql.catalogImplementation": "hive",
+        "spark.hadoop.hive.metastore.uris": f"thrift://127.0.0.1:{metastore_port}",
+        "spark.sql.hive.metastore.version": HIVE_CLIENT_VERSION,
+        "spark.sql.hive.metastore.jars": "path",
+        "spark.sql.hive.metastore.jars.path": f"file://{HIVE_CLIENT_JARS}/*.jar",
+    }
+    for k, v in (s3 or {}).items():
+        conf[f"spark.hadoop.{k}"] = v
+    if (SPARK_JARS / PROJECT_LOG_STORE_JAR).is_file():
+        # The project's Delta log store for S3: commits are put-if-absent, so several writers
+        # (this server, the local engine, Sail) cannot overwrite each other's commit.
+        conf["spark.delta.logStore.s3a.impl"] = PROJECT_LOG_STORE
+        conf["spark.delta.logStore.s3.impl"] = PROJECT_LOG_STORE
+    return conf
+
+
+class LocalCluster:
+    """Start, describe and stop the cluster. `with LocalCluster() as c: c.env()["SPARK_REMOTE"]`."""
+
+    def __init__(self, state_dir: Path = DEFAULT_STATE_DIR, options: Optional[ClusterOptions] = None):
+        self.state_dir = Path(state_dir).resolve()
+        self.options = options or ClusterOptions()
+        self.parts: dict[str, Part] = {}
+        self.ports: dict[str, int] = {}
+        self.s3 = None  # testkit.s3_server.S3Server when the warehouse is on S3
+        self.warehouse = ""  # as the destination spells it: s3://bucket/prefix or file:///dir
+        self.started_in: Optional[float] = None
+        self.timings: dict[str, float] = {}
+        self.app_id: Optional[str] = None
+
+    # ---- life cycle -------------------------------------------------------------------------
+
+    def start(self) -> "LocalCluster":
+        began = time.monotonic()
+        try:
+            self._prepare_state_dir()
+            self._start_storage()
+            self._spawn_all()
+            self._wait_ready(began)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in = time.monotonic() - began
+        self.timings["cluster"] = self.started_in
+        self.write_state()
+        return self
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Connect server first (its executors end with the application), then the workers, the
+        master, the metastore and the S3 server; each by TERM to its process group, KILL after
+        `stop_grace` seconds."""
+        order = ["connect"] + [n for n in self.parts if n.startswith("worker")] + ["master", "metastore"]
+        for name in order:
+            part = self.parts.get(name)
+            if part is not None and part.proc is not None:
+                stop_group(part.proc.pid, self.options.stop_grace, proc=part.proc)
+        # Whatever still carries this cluster's directory in its command line (executors whose
+        # worker died first) goes too.
+        for pid in processes_mentioning(self.state_dir):
+            stop_group(pid, 5.0)
+        if self.s3 is not None:
+            self.s3.stop()
+            self.s3 = None
+        for name in ("env", "pids"):
+            (self.state_dir / name).unlink(missing_ok=True)
+
+    # ---- what clients need ------------------------------------------------------------------------
+
+    @property
+    def spark_remote(self) -> str:
+        return f"sc://127.0.0.1:{self.ports['connect']}"
+
+    @property
+    def spark_ui(self) -> str:
+        return f"http://127.0.0.1:{self.ports['spark_ui']}"
+
+    @property
+    def master_ui(self) -> str:
+        return f"http://127.0.0.1:{self.ports['master_ui']}"
+
+    @property
+    def catalog_uri(self) -> str:
+        return f"thrift://127.0.0.1:{self.ports['metastore']}"
+
+    def env(self) -> dict[str, str]:
+        """The connection facts, as `.cluster/env` holds them."""
+        env = {
+            "SPARK_REMOTE": self.spark_remote,
+            "WAREHOUSE": self.warehouse,
+            "CATALOG_URI": self.catalog_uri,
+            "SPARK_UI": self.spark_ui,
+            "SPARK_MASTER_UI": self.master_ui,
+        }
+        if self.s3 is not None:
+            env.update(self.s3.env())
+        return env
+
+    def pids(self) -> dict[str, int]:
+        pids = {name: p.pid for name, p in self.parts.items() if p.pid is not None}
+        if self.s3 is not None and self.s3.pid is not None:
+            pids["s3"] = self.s3.pid
+        return pids
+
+    def worker_uis(self) -> dict[str, str]:
+        return {f"worker{i}": f"http://127.0.0.1:{self.ports[f'worker{i}_ui']}" for i in range(1, self.options.workers + 1)}
+
+    def rss_bytes(self) -> dict[str, int]:
+        """Resident memory of each part's whole process tree (a worker's includes its executor)."""
+        out = {}
+        for name, pid in self.pids().items():
+            out[name] = tree_rss(pid)
+        return out
+
+    def write_state(self) -> None:
+        write_private(self.state_dir / "env", "".join(f"{k}={shlex.quote(v)}\n" for k, v in self.env().items()))
+        write_private(self.state_dir / "pids", "".join(f"{name} {pid}\n" for name, pid in self.pids().items()))
+        write_private(self.state_dir / "timings.json", json.dumps(self.timings, indent=1))
+
+    # ---- start-up ------------------------------------------------------------------------------------
+
+    def _prepare_state_dir(self) -> None:
+        """Empty the state directory (the directory itself stays: `start` locks it)."""
+        self.state_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
+        os.chmod(self.state_dir, 0o700)
+        for entry in self.state_dir.iterdir():
+            if entry.name == SUPERVISOR_LOG:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        for sub in ("logs", "tmp", "connect/local", "connect/tmp", "connect/executor-tmp", "metastore/conf",
+                    "spark-conf"):
+            (self.state_dir / sub).mkdir(parents=True, mode=0o700, exist_ok=True)
+
+    def _start_storage(self) -> None:
+        want = self.options.storage
+        if want not in ("auto", "s3", "local"):
+            raise ClusterError(f"storage must be auto, s3 or local, not {want!r}")
+        if want == "s3" or (want == "auto" and s3_server_available()):
+            if not s3a_jars():
+                raise ClusterError("the S3A jars are missing from .spark-jars: run `make install`")
+            from testkit.s3_server import S3Server
+
+            t = time.monotonic()
+            # The S3 server ties itself to the thread starting it, like the JVMs here.
+            self.s3 = S3Server(BUCKET).start()
+            self.timings["s3"] = time.monotonic() - t
+            self.warehouse = self.s3.url(WAREHOUSE_PREFIX)
+        else:
+            directory = self.state_dir / "warehouse"
+            directory.mkdir(mode=0o700)
+            self.warehouse = directory.as_uri()
+
+    def _s3_hadoop(self) -> Optional[dict[str, str]]:
+        return s3a_settings(self.s3.endpoint_url, self.s3.region) if self.s3 is not None else None
+
+    def _pick_ports(self) -> None:
+        names = ["metastore", "master", "master_ui", "connect", "spark_ui"]
+        for i in range(1, self.options.workers + 1):
+            names += [f"worker{i}", f"worker{i}_ui"]
+        held = []
+        try:
+            for name in names:
+                s = socket.socket()
+                s.bind(("127.0.0.1", 0))
+                held.append(s)
+                self.ports[name] = s.getsockname()[1]
+        finally:
+            for s in held:
+                s.close()
+
+    def _child_env(self, extra: Optional[dict[str, str]] = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        for k in ("SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS", "SPARK_REMOTE", "SPARK_CONF_DIR",
+                  "SPARK_LOCAL_DIRS", "SPARK_WORKER_DIR"):
+            env.pop(k, None)
+        env.update({
+            "SPARK_HOME": str(spark_home()),
+            # Every Spark daemon and web UI binds to loopback (the UIs bind to SPARK_LOCAL_IP).
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_CONF_DIR": str(self.state_dir / "spark-conf"),
+            "SPARK_LOG_DIR": str(self.state_dir / "logs"),
+            "SPARK_PID_DIR": str(self.state_dir / "tmp"),
+        })
+        if self.s3 is not None:
+            # Keys reach S3A through the environment, never a command line or a config file.
+            env.update(self.s3.env())
+        env.update(extra or {})
+        return env
+
+    def _spawn(self, name: str, cmd: list[str], env: dict[str, str], cwd: Path) -> Part:
+        log = self.state_dir / "logs" / f"{name}.log"
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stop() signals it with its children
+                preexec_fn=_die_with_starter if self.options.die_with_starter else None,
+            )
+        part = Part(name, proc, log, time.monotonic())
+        self.parts[name] = part
+        return part
+
+    def _spawn_all(self) -> None:
+        """All JVMs at once: each waits for what it needs (workers retry the master, the driver
+        retries it too, the metastore is asked only at the first catalog call)."""
+        self._pick_ports()
+        self._spawn_metastore()
+        self._spawn_master()
+        for i in range(1, self.options.workers + 1):
+            self._spawn_worker(i)
+        self._spawn_connect()
+
+    def _spawn_metastore(self) -> None:
+        ms = self.state_dir / "metastore"
+        jars = jars_in(METASTORE_JARS, "Hive metastore", "cluster-jars")
+        extra = s3a_jars() if self.s3 is not None else []
+        warehouse = to_s3a(self.warehouse)
+        (ms / "conf" / "metastore-site.xml").write_text(
+            metastore_site(self.ports["metastore"], ms / "db", warehouse, self._s3_hadoop()))
+        (ms / "conf" / "metastore-log4j2.properties").write_text(METASTORE_LOG4J)
+        classpath = ":".join([str(ms / "conf"), f"{METASTORE_JARS}/*", *map(str, extra)])
+        cmd = [java_binary(), f"-Xmx{self.options.metastore_memory}", "-XX:+UseSerialGC",
+               f"-Djava.io.tmpdir={ms}", f"-Dderby.system.home={ms}", "-cp", classpath, METASTORE_CLASS]
+        # A CLASSPATH variable of the caller would go first; the metastore's own jars must win.
+        env = self._child_env()
+        env.pop("CLASSPATH", None)
+        self._spawn("metastore", cmd, env, ms)
+
+    def _daemon_env(self, tmp: Path, extra: Optional[dict[str, str]] = None) -> dict[str, str]:
+        return self._child_env({
+            "SPARK_DAEMON_MEMORY": self.options.daemon_memory,
+            # The state directory in every daemon's command line marks the process as this cluster's.
+            "SPARK_DAEMON_JAVA_OPTS": f"-Djava.io.tmpdir={tmp} -XX:+UseSerialGC",
+            **(extra or {}),
+        })
+
+    def _spawn_master(self) -> None:
+        tmp = self.state_dir / "master"
+        tmp.mkdir(mode=0o700)
+        cmd = [str(spark_home() / "bin" / "spark-class"), MASTER_CLASS, "--host", "127.0.0.1",
+               "--port", str(self.ports["master"]), "--webui-port", str(self.ports["master_ui"])]
+        # No REST submission server: it would listen on the fixed port 6066 (clashing with a second
+        # cluster) and nothing here submits through it.
+        self._spawn("master", cmd, self._daemon_env(tmp, {"SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}), tmp)
+
+    def _spawn_worker(self, i: int) -> None:
+        d = self.state_dir / f"worker{i}"
+        for sub in ("work", "local", "tmp"):
+            (d / sub).mkdir(parents=True, mode=0o700)
+        os.chmod(d, 0o700)
+        cmd = [str(spark_home() / "bin" / "spark-class"), WORKER_CLASS, "--host", "127.0.0.1",
+               "--port", str(self.ports[f"worker{i}"]), "--webui-port", str(self.ports[f"worker{i}_ui"]),
+               "--cores", str(self.options.worker_cores), "--memory", self.options.worker_memory,
+               "--work-dir", str(d / "work"), f"spark://127.0.0.1:{self.ports['master']}"]
+        # Executors inherit the worker's environment: their shuffle and spill files go to this
+        # worker's own local directory, their S3 keys come from here.
+        env = self._daemon_env(d / "tmp", {"SPARK_LOCAL_DIRS": str(d / "local")})
+        self._spawn(f"worker{i}", cmd, env, d)
+
+    def _spawn_connect(self) -> None:
+        scratch = self.state_dir / "connect"
+        conf = connect_conf(grpc_port=self.ports["connect"], ui_port=self.ports["spark_ui"], scratch=scratch,
+                            warehouse_for_spark=to_s3a(self.warehouse), metastore_port=self.ports["metastore"],
+                            options=self.options, s3=self._s3_hadoop())
+        jars = jars_in(SPARK_JARS, "Delta Lake", "install")
+        if self.s3 is None:
+            jars = [j for j in jars if j.name.startswith("delta-")]
+        jars_in(HIVE_CLIENT_JARS, "Hive 4 client", "cluster-jars")
+        tmp = scratch / "tmp"
+        cmd = [
+            str(spark_home() / "bin" / "spark-submit"),
+            "--class", CONNECT_SERVER_CLASS,
+            "--master", f"spark://127.0.0.1:{self.ports['master']}",
+            "--deploy-mode", "client",
+            "--driver-memory", self.options.driver_memory,
+            "--driver-java-options", f"-Djava.io.tmpdir={tmp} -Dderby.system.home={tmp}",
+            "--jars", ",".join(str(j) for j in jars),
+            "--name", APP_NAME,
+        ]
+        for k, v in conf.items():
+            cmd += ["--conf", f"{k}={v}"]
+        connect_jar = next(iter(sorted((spark_home() / "jars").glob("spark-connect_*.jar"))), None)
+        if connect_jar is None:
+            raise ClusterError("pyspark has no spark-connect jar: install the full pyspark package")
+        cmd.append(str(connect_jar))
+        self._spawn("connect", cmd, self._child_env({"SPARK_LOCAL_DIRS": str(scratch / "local")}), scratch)
+
+    # ---- readiness -------------------------------------------------------------------------------------
+
+    def _wait_ready(self, began: float) -> None:
+        deadline = began + self.options.startup_timeout
+        checks: dict[str, Callable[[], bool]] = {
+            "metastore": lambda: accepts_connections(self.ports["metastore"]),
+            "master": self._master_alive,
+            **{f"worker{i}": (lambda i=i: self._worker_registered(i)) for i in range(1, self.options.workers + 1)},
+            "connect": lambda: accepts_connections(self.ports["connect"]),
+            "executors": self._executors_registered,
+        }
+        pending = dict(checks)
+        while pending:
+            for name, part in self.parts.items():
+                if not part.alive():
+                    code = part.proc.returncode if part.proc else None
+                    raise ClusterError(f"{name} exited with code {code} during start-up: {self.log_tail(name)}")
+            for name, check in list(pending.items()):
+                try:
+                    ok = check()
+                except (OSError, ValueError, urllib.error.URLError):
+                    ok = False
+                if ok:
+                    del pending[name]
+                    self.timings[name] = time.monotonic() - began
+                    if name in self.parts:
+                        self.parts[name].ready_in = self.timings[name]
+            if pending and time.monotonic() > deadline:
+                raise ClusterError(f"not ready within {self.options.startup_timeout:.0f}s: {', '.join(pending)}; "
+                                   + "; ".join(f"{n}: {self.log_tail(n, 300)}" for n in pending if n in self.parts))
+            if pending:
+                time.sleep(0.5)
+
+    def _master_alive(self) -> bool:
+        return http_json(f"{self.master_ui}/json").get("status") == "ALIVE"
+
+    def _worker_registered(self, i: int) -> bool:
+        port = self.ports[f"worker{i}"]
+        workers = http_json(f"{self.master_ui}/json").get("workers", [])
+        return any(w.get("state") == "ALIVE" and w.get("port") == port for w in workers)
+
+    def _executors_registered(self) -> bool:
+        apps = http_json(f"{self.spark_ui}/api/v1/applications")
+        if not apps:
+            return False
+        self.app_id = apps[0]["id"]
+        executors = [e for e in http_json(f"{self.spark_ui}/api/v1/applications/{self.app_id}/executors")
+                     if e["id"] != "driver" and e.get("isActive")]
+        return len(executors) >= self.options.workers
+
+    def log_tail(self, name: str, chars: int = 1200) -> str:
+        """The last error lines of a part's log (start-up logs: no rows have flowed yet)."""
+        part = self.parts.get(name)
+        if part is None or part.log is None:
+            return "no log"
+        try:
+            lines = part.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return "no log"
+        wanted = [ln.strip() for ln in lines if "Exception" in ln or "Error" in ln or "ERROR" in ln][-4:]
+        return ("; ".join(wanted or [ln.strip() for ln in lines[-3:]]))[-chars:] or "empty log"
+
+    # ---- where the work ran ----------------------------------------------------------------------------
+
+    def executor_workers(self) -> dict[str, str]:
+        """executor id -> the worker that runs it, from each worker's own status page."""
+        out = {}
+        for worker, ui in self.worker_uis().items():
+            state = http_json(f"{ui}/json")
+            for ex in state.get("executors", []):
+                if ex.get("appid") == self.app_id:
+                    out[str(ex["id"])] = worker
+        return out
+
+    def completed_tasks_by_worker(self) -> dict[str, int]:
+        """worker name -> tasks its executors completed for the Connect server's application."""
+        per_executor = completed_tasks_by_executor(self.spark_ui, self.app_id)
+        where = self.executor_workers()
+        out = {w: 0 for w in self.worker_uis()}
+        for ex, n in per_executor.items():
+            out[where.get(ex, f"executor {ex}")] = out.get(where.get(ex, f"executor {ex}"), 0) + n
+        return out
+
+
+def completed_tasks_by_executor(spark_ui: str, app_id: Optional[str] = None) -> dict[str, int]:
+    """executor id -> completed tasks, from the application UI's REST API (the driver excluded).
+    Works against any Spark application UI, e.g. SPARK_UI of `.cluster/env`."""
+    if app_id is None:
+        apps = http_json(f"{spark_ui}/api/v1/applications")
+        if not apps:
+            raise ClusterError(f"no application at {spark_ui}")
+        app_id = apps[0]["id"]
+    # allexecutors: executors that left (a worker lost mid-run) keep their counts.
+    executors = http_json(f"{spark_ui}/api/v1/applications/{app_id}/allexecutors")
+    return {str(e["id"]): int(e.get("completedTasks", 0)) for e in executors if e["id"] != "driver"}
+
+
+# ---- processes --------------------------------------------------------------------------------------------
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie has exited; only its parent's wait is missing.
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return any(pid_alive(p) for p in group_members(pgid))
+
+
+def group_members(pgid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[2]) == pgid:
+                    out.append(int(d.name))
+    return out
+
+
+def stop_group(pid: int, grace: float, proc: Optional[subprocess.Popen] = None) -> None:
+    """TERM the process group `pid` leads, KILL it after `grace` seconds; reap `proc` if ours."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if proc is not None:
+                proc.poll()
+            if not group_alive(pid):
+                break
+            time.sleep(0.2)
+        else:
+            continue
+        break
+    if proc is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+
+
+def processes_mentioning(path: Path) -> list[int]:
+    """JVMs whose command line names `path` or something under it: this cluster's, also an
+    executor whose worker is gone. Only `java` processes: a shell tailing a log there is not ours."""
+    marker = str(path)
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            with contextlib.suppress(OSError, IndexError):
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+                if Path(argv[0].decode(errors="replace")).name == "java" \
+                        and marker in b" ".join(argv).decode(errors="replace") and pid_alive(int(d.name)):
+                    out.append(int(d.name))
+    return out
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of `pid` and all its descendants."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            total += p.memory_info().rss
+    return total
+
+
+# ---- the command line used by the Makefile -----------------------------------------------------------------
+
+def read_pids(state_dir: Path) -> dict[str, int]:
+    try:
+        lines = (state_dir / "pids").read_text().splitlines()
+    except OSError:
+        return {}
+    out = {}
+    for line in lines:
+        name, _, pid = line.partition(" ")
+        if pid.strip().isdigit():
+            out[name] = int(pid)
+    return out
+
+
+def running_pids(state_dir: Path) -> dict[str, int]:
+    """The recorded processes still alive (and still this cluster's: PIDs get reused)."""
+    out = {}
+    for name, pid in read_pids(state_dir).items():
+        if not pid_alive(pid):
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(state_dir) in cmd or name == "s3" and "weed" in cmd:
+            out[name] = pid
+    return out
+
+
+def read_env(state_dir: Path) -> dict[str, str]:
+    out = {}
+    try:
+        lines = (state_dir / "env").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key:
+            out[key] = (shlex.split(value) or [""])[0]
+    return out
+
+
+def describe(env: dict[str, str]) -> str:
+    return "\n".join(f"{k}={'<hidden>' if k in SECRET_KEYS else v}" for k, v in env.items())
+
+
+def serve(state_dir: Path, options: ClusterOptions) -> int:
+    """The supervisor: owns the cluster until SIGTERM/SIGINT, then stops it in order."""
+    stopping = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stopping.append(True))
+    cluster = LocalCluster(state_dir, options)
+    try:
+        cluster.start()
+    except BaseException as exc:  # noqa: BLE001 - reported through the state directory
+        with contextlib.suppress(OSError):
+            write_private(state_dir / "failed", f"{type(exc).__name__}: {exc}\n")
+        return 1
+    pids = {"supervisor": os.getpid(), **cluster.pids()}
+    write_private(state_dir / "pids", "".join(f"{n} {p}\n" for n, p in pids.items()))
+    write_private(state_dir / "ready", "")
+    while not stopping:
+        dead = [n for n, p in cluster.parts.items() if not p.alive()]
+        if dead:
+            print(f"cluster part(s) exited: {', '.join(dead)}; stopping the rest", flush=True)
+            break
+        time.sleep(1)
+    cluster.stop()
+    return 0
+
+
+def cmd_start(state_dir: Path, options: ClusterOptions) -> int:
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = os.open(state_dir, os.O_RDONLY)
+    try:
+        # One `start` at a time: a second waits, then finds the first one's cluster running.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _start_locked(state_dir, options)
+    finally:
+        os.close(lock)
+
+
+def _start_locked(state_dir: Path, options: ClusterOptions) -> int:
+    running = running_pids(state_dir)
+    if running:
+        print(f"a cluster is already running from {state_dir} "
+              f"(pids {', '.join(f'{n}={p}' for n, p in running.items())}); `make cluster-stop` stops it", flush=True)
+        print(describe(read_env(state_dir)))
+        return 0
+    for name in ("ready", "failed", "pids", "env", SUPERVISOR_LOG):
+        (state_dir / name).unlink(missing_ok=True)
+    began = time.monotonic()
+    argv = [sys.executable, "-m", "testkit.cluster", "serve", "--state-dir", str(state_dir), "--storage", options.storage]
+    with open(state_dir / SUPERVISOR_LOG, "ab") as log:
+        sup = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    print(f"starting the cluster in {state_dir} (supervisor pid {sup.pid}; logs in {state_dir / 'logs'})", flush=True)
+    while not (state_dir / "ready").exists():
+        failed = state_dir / "failed"
+        if failed.exists() or sup.poll() is not None:
+            time.sleep(0.5)
+            reason = failed.read_text().strip() if failed.exists() else f"the supervisor exited with code {sup.poll()}"
+            print(f"the cluster did not start: {reason}", file=sys.stderr)
+            cmd_stop(state_dir, quiet=True)
+            return 1
+        time.sleep(0.5)
+    timings = json.loads((state_dir / "timings.json").read_text())
+    print(f"cluster ready in {time.monotonic() - began:.1f}s ("
+          + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items() if k != "cluster") + ")")
+    print(describe(read_env(state_dir)))
+    print(f"values, secret included, in {state_dir / 'env'} (owner only): set -a; . {state_dir / 'env'}; set +a")
+    return 0
+
+
+def cmd_stop(state_dir: Path, quiet: bool = False) -> int:
+    pids = read_pids(state_dir)
+    sup = pids.pop("supervisor", None)
+    if sup is not None and pid_alive(sup):
+        # The supervisor stops the parts in order; give it their grace periods.
+        stop_group(sup, 60.0)
+    for name, pid in reversed(list(pids.items())):
+        if pid_alive(pid) or group_alive(pid):
+            stop_group(pid, 10.0)
+    for pid in processes_mentioning(state_dir):
+        stop_group(pid, 5.0)
+    left = [pid for pid in [*pids.values(), *([sup] if sup else [])] if pid_alive(pid)] + processes_mentioning(state_dir)
+    for name in ("env", "pids", "ready"):
+        (state_dir / name).unlink(missing_ok=True)
+    if left:
+        print(f"still running after KILL: pids {sorted(set(left))}", file=sys.stderr)
+        return 1
+    if not quiet:
+        print(f"cluster stopped ({len(pids) + (1 if sup else 0)} processes)" if pids or sup else "no cluster was running")
+    return 0
+
+
+def cmd_status(state_dir: Path) -> int:
+    running = running_pids(state_dir)
+    if not running:
+        print("no cluster is running")
+        return 1
+    print("running: " + ", ".join(f"{n}={p}" for n, p in running.items()))
+    print(describe(read_env(state_dir)))
+    return 0
+
+
+def main(argv: Optional[Iterable[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m testkit.cluster", description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["start", "stop", "status", "serve"])
+    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    parser.add_argument("--storage", choices=["auto", "s3", "local"], default=os.environ.get("CLUSTER_STORAGE", "auto"))
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    state_dir = args.state_dir.resolve()
+    if args.command == "serve":
+        return serve(state_dir, ClusterOptions(storage=args.storage))
+    if args.command == "start":
+        return cmd_start(state_dir, ClusterOptions(storage=args.storage))
+    if args.command == "stop":
+        return cmd_stop(state_dir)
+    return cmd_status(state_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
