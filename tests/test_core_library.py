@@ -150,3 +150,28 @@ def test_migrations_rename_add_copy_and_rename_table(core, settings):
 def test_probe_leaves_nothing_behind(core, settings, tmp_path):
     assert core.probe(settings) is None
     assert [p.name for p in (tmp_path / "wh").iterdir()] == []
+
+
+def test_the_commit_guard_runs_before_every_attempt_also_the_retries():
+    """A commit that loses a race is retried; a newer writer may have won it, so the door's guard
+    is asked again before each attempt (here the second attempt is refused, nothing runs again)."""
+    from delta_destination.engines.dialect import SailDialect
+    from delta_destination.engines.engine_session import EngineSession
+
+    class Conflicting:   # stands in for a Spark Connect session whose first commit loses a race
+        statements = 0
+
+        def sql(self, text):
+            Conflicting.statements += 1
+            raise RuntimeError("Failed to commit transaction: version already exists")
+
+    asked = []
+
+    def guard():
+        asked.append(1)
+        if len(asked) > 1:
+            raise RequesterGone("a newer writer took the table over")
+
+    with pytest.raises(RequesterGone):
+        EngineSession(Conflicting(), SailDialect()).execute("merge into s.t", "MERGE ...", before_each=guard)
+    assert len(asked) == 2 and Conflicting.statements == 1

@@ -209,7 +209,5 @@ class Writer:
 
 
 def commit(t: OpenTable, action: str, sql: str, guard: Optional[CommitGuard]) -> None:
-    """The request's one commit statement, after the door's last word (`guard`)."""
-    if guard is not None:
-        guard()
-    t.eng.execute(action, sql)
+    """The request's one commit statement, each attempt after the door's last word (`guard`)."""
+    t.eng.execute(action, sql, before_each=guard)

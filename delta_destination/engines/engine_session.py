@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import pyarrow as pa
 
@@ -33,9 +33,17 @@ class EngineSession:
         return self.dialect.name
 
     # ---- statements ---------------------------------------------------------------------------
-    def execute(self, action: str, sql: str, *, attempts: int = 5) -> None:
-        """Run a statement for its effect (a commit, a catalog change)."""
-        run_engine(action, lambda: self.spark.sql(sql).collect(), attempts=attempts)
+    def execute(self, action: str, sql: str, *, attempts: int = 5,
+                before_each: Optional[Callable[[], None]] = None) -> None:
+        """Run a statement for its effect (a commit, a catalog change). `before_each` runs before
+        every attempt, also the retries of a commit conflict (a door's commit guard: a newer
+        writer may have won the race that made this attempt fail)."""
+        def attempt():
+            if before_each is not None:
+                before_each()
+            self.spark.sql(sql).collect()
+
+        run_engine(action, attempt, attempts=attempts)
 
     def rows(self, action: str, sql: str) -> list[tuple]:
         """A small result, as tuples (counts, probes, property values)."""
