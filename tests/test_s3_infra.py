@@ -224,3 +224,33 @@ def retried_spark_commits(s3: S3Server, key: str) -> int:
     return sum(1 for c in dt.history()
                if c.get("engineInfo", "").startswith("Apache-Spark") and c.get("readVersion") is not None
                and c["version"] > c["readVersion"] + 1)
+
+
+# ---- the jar set -----------------------------------------------------------------------------
+
+def test_s3a_jars_match_pysparks_hadoop_and_duplicate_none_of_its_classes():
+    """hadoop-aws must be exactly pyspark's Hadoop release, and nothing `make install` fetched
+    may carry a class pyspark already ships (no second Hadoop, Jackson, Netty, HttpClient)."""
+    import zipfile
+
+    from delta_destination.engines import spark_process as sp
+
+    pyspark_jars = sp.spark_home() / "jars"
+    hadoop = next(pyspark_jars.glob("hadoop-client-api-*.jar")).name[len("hadoop-client-api-"):-len(".jar")]
+    ours = sp.delta_jars()
+    names = {j.name for j in ours}
+    assert f"hadoop-aws-{hadoop}.jar" in names
+    assert "delta-destination-storage.jar" in names
+    assert not any(n.startswith(("hadoop-client", "jackson-", "netty-common", "netty-buffer", "netty-codec",
+                                       "netty-transport", "netty-handler", "httpclient", "httpcore", "slf4j")) for n in names)
+
+    def classes(jar):
+        with zipfile.ZipFile(jar) as z:
+            return {n for n in z.namelist() if n.endswith(".class") and not n.startswith("META-INF/")}
+
+    shipped = set().union(*(classes(j) for j in pyspark_jars.glob("*.jar")))
+    seen: dict[str, str] = {}
+    for jar in ours:
+        for c in classes(jar):
+            assert c not in shipped, f"{jar.name} duplicates pyspark's {c}"
+            assert seen.setdefault(c, jar.name) == jar.name, f"{c} in {jar.name} and {seen[c]}"
