@@ -13,21 +13,20 @@ import sys
 
 from . import logs
 from .core.api import DeltaCore
-from .core.errors import DestinationError
+from .errors import DestinationError
 from .core.upkeep import DEFAULT_RETENTION_HOURS, UpkeepOptions
 from .engines.session import Engines
-from .settings import ENGINES, Settings
+from .settings import add_flags, from_flags
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="fivetran-delta-destination maintain", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--warehouse", default="./warehouse")
+    add_flags(p)  # the settings schema's flags, as the server has them (--engine defaults to spark here)
     p.add_argument("--schema", default=None)
     p.add_argument("--table", default=None, help="needs --schema")
-    p.add_argument("--engine", choices=ENGINES, default=None, help="default: spark (sail cannot do upkeep)")
-    p.add_argument("--spark-remote", default=None, help="Spark Connect URL of a remote Apache Spark + Delta engine")
-    p.add_argument("--retention-hours", type=int, default=DEFAULT_RETENTION_HOURS,
+    p.add_argument("--vacuum-retention-hours", "--retention-hours", dest="retention_hours", type=int,
+                   default=DEFAULT_RETENTION_HOURS,
                    help=f"VACUUM keeps files removed less than this long ago (default and minimum {DEFAULT_RETENTION_HOURS})")
     args = p.parse_args(argv)
     if args.table and not args.schema:
@@ -42,7 +41,9 @@ def main(argv=None) -> int:
     logs.install(handler)
     engines = Engines()
     try:
-        settings = Settings.create(args.warehouse, args.engine or "spark", args.spark_remote)
+        if args.engine is None:
+            args.engine = "spark"   # Sail cannot do upkeep
+        settings = from_flags(args)
         options = UpkeepOptions(retention_hours=args.retention_hours)
         core = DeltaCore(engines, door="maintain")
         code = 0

@@ -1,24 +1,102 @@
-"""Settings shared by every door: where tables live and which engine writes them.
+"""The one settings schema: every setting a door, the command line or `maintain` can take.
 
-Doors build them from their own inputs (command-line flags, a Fivetran request's
-configuration map, an Airbyte config file, Conduit connector settings).
+`FIELDS` lists each setting once -- its key (the same spelling on every surface), type,
+default, validation and whether it is a secret. The surfaces are derived from it:
+the Fivetran setup form (fivetran/setup.py), the Airbyte spec (airbyte/config.py), the
+Conduit parameters (conduit/params.py), the command-line flags of the Fivetran server and
+of `maintain` (`add_flags`), and the README's configuration table (tests/test_settings.py
+checks it). Doors add only their own protocol settings (Airbyte's buffer size, Conduit's
+batch size) next to these.
+
+Precedence: a request's configuration (Fivetran) or a door's config > command-line flag >
+the field's environment variable > default. Secrets are never flags (they would show in
+`ps`): they come from a configuration or the environment, and no log line, error message
+or `repr` shows them. Older spellings of keys (`warehouse_path`, `spark.remote`) are read
+as aliases.
+
+Storage: a warehouse on object storage is a URL (`s3://bucket/prefix`; `s3a://` is read
+the same). Empty storage fields mean the standard AWS chain (environment, profile,
+instance role) of each client that reaches the bucket.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
-from .core.errors import InvalidRequest
+from .errors import InvalidRequest
+from .storage import StorageOptions
 from .warehouse import normalise_root
 
 ENGINES = ("sail", "spark")
-WAREHOUSE_KEY = "warehouse_path"
-SPARK_REMOTE_KEY = "spark_remote"
-ENGINE_KEY = "engine"
-MEMORY_BUDGET_KEY = "memory_budget_gb"
-MEMORY_BUDGET_ENV = "DELTA_DESTINATION_MEMORY_BUDGET_GB"
 DEFAULT_MEMORY_BUDGET_GB = 4.0   # or half the machine's RAM when that is less (docs/sail-merge-memory.md)
+MEMORY_BUDGET_ENV = "DELTA_DESTINATION_MEMORY_BUDGET_GB"
+
+TEXT, CHOICE, NUMBER, BOOL = "text", "choice", "number", "bool"
+# Which surfaces show a field: per-connection settings go everywhere; process settings only
+# on the command line of a long-running process.
+CONNECTION, PROCESS = "connection", "process"
+
+
+@dataclass(frozen=True)
+class Field:
+    key: str
+    label: str
+    help: str
+    kind: str = TEXT
+    default: str = ""
+    choices: tuple[str, ...] = ()
+    secret: bool = False
+    env: str = ""                 # read when the setting is empty
+    aliases: tuple[str, ...] = ()  # older spellings accepted on input
+    placeholder: str = ""
+    scope: str = CONNECTION
+    minimum: Optional[float] = None
+
+    @property
+    def flag(self) -> Optional[str]:
+        """The command-line flag (`--spark-remote`), None for secrets."""
+        return None if self.secret else "--" + self.key.replace("_", "-")
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("warehouse", "Warehouse", "Root of the Delta tables: a directory, or an object-store URL such as "
+          "s3://bucket/prefix. Each table lives at <warehouse>/<schema>/<table>.", default="./warehouse",
+          aliases=("warehouse_path",), placeholder="s3://lakehouse/fivetran"),
+    Field("engine", "Engine", "sail: embedded Sail inside the destination (no JVM). spark: Apache Spark + Delta "
+          "Lake, a local child JVM, or the server at spark_remote.", kind=CHOICE, default="sail", choices=ENGINES),
+    Field("spark_remote", "Spark Connect URL", "sc://host:port of a Spark Connect + Delta server (a cluster); "
+          "empty: the engine runs in or next to the destination.", aliases=("spark.remote",),
+          placeholder="sc://spark-connect.internal:15002"),
+    Field("memory_budget_gb", "Memory budget (GB)", "Refuse a MERGE the embedded engine is estimated to need more "
+          "memory for (default: 4, or half the RAM when less).", kind=NUMBER, env=MEMORY_BUDGET_ENV, minimum=0),
+    Field("s3_endpoint", "S3 endpoint URL", "For S3-compatible stores (SeaweedFS, MinIO, Ceph, R2): their URL, "
+          "e.g. http://127.0.0.1:8333. Empty: AWS S3.", env="AWS_ENDPOINT_URL"),
+    Field("s3_region", "S3 region", "The bucket's region (empty: AWS_REGION, else us-east-1).", env="AWS_REGION"),
+    Field("s3_access_key_id", "S3 access key ID", "Empty: the standard AWS credential chain (profile, "
+          "instance role).", env="AWS_ACCESS_KEY_ID"),
+    Field("s3_secret_access_key", "S3 secret access key", "Secret for the access key ID.", secret=True,
+          env="AWS_SECRET_ACCESS_KEY"),
+    Field("s3_session_token", "S3 session token", "For temporary credentials.", secret=True,
+          env="AWS_SESSION_TOKEN"),
+    Field("s3_path_style", "S3 path-style access", "Address the bucket in the URL path (needed by most "
+          "S3-compatible stores); empty: automatic (path-style for an endpoint URL, virtual-hosted on AWS).",
+          kind=BOOL),
+    Field("catalog_uri", "Hive Metastore URI", "thrift://host:9083: register every table as an external Delta "
+          "table <schema>.<table> in this metastore (Apache Spark engine). Empty: tables are paths only.",
+          placeholder="thrift://metastore.internal:9083"),
+    # Process settings: how a long-running server looks after its tables (core/upkeep.py).
+    Field("upkeep_interval_hours", "Upkeep interval (hours)", "Compact, purge deletion vectors and vacuum idle tables "
+          "this often (0 = off; Fivetran's own lake destinations: 168).", kind=NUMBER, default="0", scope=PROCESS,
+          minimum=0),
+    Field("upkeep_idle_minutes", "Upkeep idle time (minutes)", "Periodic upkeep skips tables written less than this "
+          "long ago.", kind=NUMBER, default="10", scope=PROCESS, minimum=0),
+    Field("vacuum_retention_hours", "VACUUM retention (hours)", "VACUUM keeps files removed less than this long ago "
+          "(minimum and default: Delta's 168).", kind=NUMBER, default="168", scope=PROCESS, minimum=168),
+)
+BY_KEY = {f.key: f for f in FIELDS}
+ALIASES = {a: f.key for f in FIELDS for a in f.aliases}
+CONNECTION_FIELDS = tuple(f for f in FIELDS if f.scope == CONNECTION)
 
 
 @dataclass(frozen=True)
@@ -27,6 +105,8 @@ class Settings:
     engine: str = "sail"                 # the SQL dialect: embedded/remote Sail, or Apache Spark + Delta
     spark_remote: Optional[str] = None   # None = an engine this process starts itself
     memory_budget_gb: Optional[float] = None  # None = $DELTA_DESTINATION_MEMORY_BUDGET_GB or the default
+    storage: StorageOptions = StorageOptions()
+    catalog_uri: Optional[str] = None
 
     def __post_init__(self):
         if self.engine not in ENGINES:
@@ -34,16 +114,24 @@ class Settings:
         if self.spark_remote and not self.spark_remote.startswith("sc://"):
             raise InvalidRequest("spark_remote must be a Spark Connect URL like sc://host:15002")
         if self.memory_budget_gb is not None and not self.memory_budget_gb > 0:
-            raise InvalidRequest(f"{MEMORY_BUDGET_KEY} must be a positive number of GB")
+            raise InvalidRequest("memory_budget_gb must be a positive number of GB")
+        if self.catalog_uri and not self.catalog_uri.startswith("thrift://"):
+            raise InvalidRequest("catalog_uri must be a Hive Metastore URI like thrift://host:9083")
+        if self.catalog_uri and self.engine == "sail":
+            raise InvalidRequest("catalog_uri needs the Apache Spark engine to register tables (engine spark, or a "
+                                 "Spark Connect server whose catalog is this metastore); Sail cannot register them")
+        if self.storage.endpoint and not self.storage.endpoint.startswith(("http://", "https://")):
+            raise InvalidRequest("s3_endpoint must be an http:// or https:// URL")
+        if bool(self.storage.access_key_id) != bool(self.storage.secret_access_key):
+            raise InvalidRequest("s3_access_key_id and s3_secret_access_key go together: give both or neither")
 
     @staticmethod
     def create(warehouse: str, engine: Optional[str] = None, spark_remote: Optional[str] = None,
-               memory_budget_gb: Optional[float] = None) -> "Settings":
-        remote = (spark_remote or "").strip() or None
-        # A remote endpoint is Apache Spark unless told otherwise.
-        chosen = (engine or "").strip().lower() or ("spark" if remote else "sail")
-        return Settings(warehouse=normalise_root(warehouse), engine=chosen, spark_remote=remote,
-                        memory_budget_gb=memory_budget_gb)
+               memory_budget_gb: Optional[float] = None, **more: Any) -> "Settings":
+        """From named values (flags, tests); empty values mean defaults."""
+        values = {"warehouse": warehouse, "engine": engine, "spark_remote": spark_remote,
+                  "memory_budget_gb": memory_budget_gb, **more}
+        return from_values({k: v for k, v in values.items() if v is not None and v != ""})
 
     @property
     def memory_budget_bytes(self) -> int:
@@ -57,27 +145,110 @@ class Settings:
         return min(int(DEFAULT_MEMORY_BUDGET_GB * 2**30), physical_memory() // 2)
 
     def resolve(self, configuration: Mapping[str, str]) -> "Settings":
-        """Apply a request's configuration map; empty values mean 'use the server default'."""
-        warehouse = (configuration.get(WAREHOUSE_KEY) or "").strip()
-        remote = (configuration.get(SPARK_REMOTE_KEY) or "").strip()
-        engine = (configuration.get(ENGINE_KEY) or "").strip().lower()
-        budget = parse_budget(configuration.get(MEMORY_BUDGET_KEY) or "")
-        if not (warehouse or remote or engine or budget):
+        """Apply a request's configuration map over these settings; empty values mean 'keep'."""
+        given = {k: v for k, v in normalise_keys(configuration).items() if str(v).strip() != ""}
+        if not given:
             return self
-        if remote and not engine:
-            engine = "spark" if self.engine == "sail" and not self.spark_remote else self.engine
-        return replace(
-            self,
-            warehouse=normalise_root(warehouse) if warehouse else self.warehouse,
-            engine=engine or self.engine,
-            spark_remote=remote or self.spark_remote,
-            memory_budget_gb=budget or self.memory_budget_gb,
-        )
+        return from_values(given, base=self)
 
     @property
     def engine_label(self) -> str:
         where = f"remote {self.spark_remote}" if self.spark_remote else ("embedded" if self.engine == "sail" else "local")
         return f"{'Sail' if self.engine == 'sail' else 'Apache Spark'} ({where})"
+
+
+def normalise_keys(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Aliases to their keys (`warehouse_path` -> `warehouse`); the key wins over an alias."""
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        if k in ALIASES and ALIASES[k] not in values:
+            out[ALIASES[k]] = v
+        elif k not in ALIASES:
+            out[k] = v
+    return out
+
+
+def parse_bool(key: str, value: Any) -> Optional[bool]:
+    """`auto` or empty: not set.
+    >>> parse_bool("x", "True"), parse_bool("x", "auto"), parse_bool("x", False)
+    (True, None, False)
+    """
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("", "auto"):
+        return None
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise InvalidRequest(f"{key} must be true or false")
+
+
+def from_values(values: Mapping[str, Any], base: Optional[Settings] = None) -> Settings:
+    """Settings from key -> value (only the keys of FIELDS that are connection settings; other
+    keys are the door's business). Values are validated; messages name the key, never a secret."""
+    v = {k: (x.strip() if isinstance(x, str) else x) for k, x in normalise_keys(values).items()}
+    base = base or Settings(warehouse=normalise_root(BY_KEY["warehouse"].default))
+    engine = (v.get("engine") or "").lower() if isinstance(v.get("engine"), str) else v.get("engine")
+    if engine and engine not in ENGINES:
+        raise InvalidRequest(f"engine must be one of {', '.join(ENGINES)}")
+    remote = v.get("spark_remote") or None
+    if not engine:
+        # A remote endpoint is Apache Spark unless told otherwise.
+        engine = "spark" if remote and not base.spark_remote and base.engine == "sail" else base.engine
+    budget = v.get("memory_budget_gb")
+    if budget is not None and not isinstance(budget, (int, float)):
+        budget = parse_budget(str(budget))
+    elif budget is not None and (isinstance(budget, bool) or not budget > 0):
+        raise InvalidRequest("memory_budget_gb must be a positive number of GB")
+    s = base.storage
+    storage = StorageOptions(
+        endpoint=v.get("s3_endpoint", s.endpoint) or "",
+        region=v.get("s3_region", s.region) or "",
+        access_key_id=v.get("s3_access_key_id", s.access_key_id) or "",
+        secret_access_key=v.get("s3_secret_access_key", s.secret_access_key) or "",
+        session_token=v.get("s3_session_token", s.session_token) or "",
+        path_style=parse_bool("s3_path_style", v["s3_path_style"]) if "s3_path_style" in v else s.path_style,
+    )
+    return replace(
+        base,
+        warehouse=normalise_root(v["warehouse"]) if v.get("warehouse") else base.warehouse,
+        engine=engine,
+        spark_remote=remote or base.spark_remote,
+        memory_budget_gb=float(budget) if budget is not None else base.memory_budget_gb,
+        storage=storage,
+        catalog_uri=v.get("catalog_uri") or base.catalog_uri,
+    )
+
+
+def from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The values fields take from their environment variables (for a process's defaults)."""
+    return {f.key: environ[f.env] for f in FIELDS if f.env and environ.get(f.env, "").strip()}
+
+
+def add_flags(parser, scope: str = CONNECTION) -> None:
+    """Command-line flags for every non-secret field of the scope (`--warehouse`, `--spark-remote`
+    ...; PROCESS adds the long-running server's own). Connection flags default to None so that the
+    environment and the schema's defaults apply (from_flags); process flags to their default."""
+    for f in FIELDS:
+        if f.flag is None or (scope == CONNECTION and f.scope != CONNECTION):
+            continue
+        default = None if f.scope == CONNECTION else float(f.default)
+        kwargs: dict[str, Any] = {"default": default, "help": f.help + (f" (env {f.env})" if f.env else "")}
+        if f.kind == CHOICE:
+            kwargs["choices"] = f.choices
+        if f.kind == NUMBER:
+            kwargs["type"] = float
+        parser.add_argument(f.flag, dest=f.key, **kwargs)
+
+
+def from_flags(args, environ: Mapping[str, str] = os.environ) -> Settings:
+    """Settings from parsed flags over the environment over the defaults."""
+    values = {**from_environment(environ)}
+    values.update({f.key: getattr(args, f.key) for f in FIELDS
+                   if f.flag is not None and getattr(args, f.key, None) not in (None, "")})
+    return from_values(values)
 
 
 def parse_budget(text: str) -> Optional[float]:
@@ -91,12 +262,34 @@ def parse_budget(text: str) -> Optional[float]:
     try:
         gb = float(text)
     except ValueError:
-        raise InvalidRequest(f"{MEMORY_BUDGET_KEY} must be a number of GB") from None
+        raise InvalidRequest("memory_budget_gb must be a number of GB") from None
     if not gb > 0 or gb == float("inf"):
-        raise InvalidRequest(f"{MEMORY_BUDGET_KEY} must be a positive number of GB")
+        raise InvalidRequest("memory_budget_gb must be a positive number of GB")
     return gb
 
 
 def physical_memory() -> int:
     """The machine's RAM in bytes (Linux/macOS)."""
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def markdown_table() -> str:
+    """The README's settings table (tests/test_settings.py keeps the README equal to it;
+    `python -m delta_destination.settings` prints it)."""
+    rows = ["| key (every door) | flag | environment | default | meaning |", "|---|---|---|---|---|"]
+    for f in FIELDS:
+        flag = f"`{f.flag}`" if f.flag else "(none: secret)"
+        where = " (server only)" if f.scope == PROCESS else ""
+        secret = " **Secret**: never logged." if f.secret else ""
+        aliases = f" Also read as {', '.join(f'`{a}`' for a in f.aliases)}." if f.aliases else ""
+        rows.append(f"| `{f.key}`{where} | {flag} | {f'`{f.env}`' if f.env else ''} | {f'`{f.default}`' if f.default else ''} "
+                    f"| {f.help}{secret}{aliases} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())
+
+
+__all__ = ["FIELDS", "BY_KEY", "Field", "Settings", "StorageOptions", "from_values", "from_flags", "add_flags",
+           "ENGINES", "parse_budget", "normalise_keys"]

@@ -12,102 +12,91 @@ A spelled name longer than MAX_COMPONENT characters keeps a readable prefix and 
 `==` + a hash of the name ignoring case + a hash of the exact name (still injective,
 and case twins stay detectable). Tables created before this layout whose names had other
 characters the engine kept literally (`$`, `+`, `@` ...) are still found at their old
-directory (legacy_location).
+directory (legacy_location, local warehouses).
 
-The warehouse is a local directory or a
-storage URL (s3a://, gs://, abfss:// ... as the Spark engine sees it). Directory moves
-(drop/rename/copy of tables, clean-up of leftovers) are only possible on a local
-directory; callers ask `is_local` before offering them.
+The warehouse root is a local directory or an object-store URL (`s3://bucket/prefix`; see
+storage.py). The destination lists and removes files there itself; directory renames exist
+only on a local disk (`can_rename`), and callers choose their design by it.
 
-Internal areas live at the warehouse root: `_fivetran_staging/` (big batches staged on
-their way to a MERGE) and `_fivetran_trash/` (dropped tables before their files are
-deleted); half-written table copies are hidden next to their target as
-`.fivetran_tmp_<token>`. Start-up removes them, so names that would land on them are
-refused as schema/table names.
+The destination's private areas live at the root and are named after the process that
+made them (`owner_id`: host, pid), so that several destination processes can share one
+warehouse: `_fivetran_staging/<owner>-<uuid>/` (big batches staged on their way to a
+statement; setup probes), `_fivetran_trash/` (local: dropped tables before their files are
+deleted; everywhere: `<owner>-<uuid>.json` notes of removals to finish after a crash).
+Half-written table copies on a local disk are hidden next to their target as
+`.fivetran_tmp_<token>`. What a dead process left is removed at the next start and before
+the next staged write (`clean_leftovers`); names that would land on these areas are
+refused as schema names.
 """
 from __future__ import annotations
 
-import glob
 import hashlib
+import json
 import os
-import shutil
+import re
+import socket
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from .core.errors import UnsafeName
-from .core.names import check_path_name
+import pyarrow as pa
+
+from .errors import UnsafeName
+from .names import check_path_name
+from .storage import Entry, Storage, StorageOptions, canonical, is_url, url_scheme
 
 STAGING_DIR = "_fivetran_staging"
 TRASH_DIR = "_fivetran_trash"
+PROBE_PREFIX = "_fivetran_probe_"
 TMP_PREFIX = ".fivetran_tmp_"
-STALE_TMP_SECONDS = 24 * 3600
+STALE_SECONDS = 24 * 3600   # private files of another host's process older than this are abandoned
+COMMIT_FILE = re.compile(r"^\d{20}\.json$")
 
-
-def is_url(path: str) -> bool:
-    return "://" in path
+__all__ = ["Warehouse", "StorageOptions", "is_url", "url_scheme", "normalise_root", "path_component",
+           "directory_name", "name_of_component", "same_ignoring_case", "owner_id"]
 
 
 def normalise_root(path: str) -> str:
-    if is_url(path):
-        return path.rstrip("/")
-    return os.path.abspath(os.path.expanduser(path))
+    return canonical(path)
 
 
 RESERVED_SCHEMAS = (STAGING_DIR, TRASH_DIR)
 
 
-def commit_files(location: str) -> list[str]:
-    """The paths of a local Delta table's commit files (`_delta_log/<20 digits>.json`)."""
-    log_dir = os.path.join(location, "_delta_log")
+def owner_id() -> str:
+    """Names this process in the private areas: `<host>.<pid>` (a host name never has a `-`
+    replaced here; `.` separates)."""
+    host = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())[:40] or "host"
+    return f"{host}.{os.getpid()}"
+
+
+def _owner_of(name: str) -> Optional[tuple[str, int]]:
+    for prefix in (PROBE_PREFIX, TMP_PREFIX):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    m = re.match(r"^([A-Za-z0-9_]+)\.(\d+)-", name)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def _pid_alive(pid: int) -> bool:
     try:
-        names = os.listdir(log_dir)
-    except OSError:
-        return []
-    return [os.path.join(log_dir, n) for n in names if n.endswith(".json") and n[:20].isdigit()]
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
 
 
-def has_commits(location: str) -> bool:
-    """A local Delta table exists once its log holds a commit."""
-    return bool(commit_files(location))
-
-
-def last_commit_time(location: str) -> float:
-    """When a local table was last written (0 when it has no commits)."""
-    times = []
-    for path in commit_files(location):
-        try:
-            times.append(os.path.getmtime(path))
-        except OSError:  # removed by log clean-up meanwhile
-            continue
-    return max(times, default=0.0)
-
-
-def remove_failed_create(location: str) -> None:
-    """A crash during CREATE can leave a local directory without commits or data: remove it."""
-    if is_url(location) or not os.path.isdir(location):
-        return
-    has_commit = has_commits(location)
-    has_data = any(n.endswith(".parquet") for n in os.listdir(location))
-    if not has_commit and not has_data:
-        shutil.rmtree(location, ignore_errors=True)
-
-
-def hidden_sibling(location: str) -> str:
-    """A hidden directory next to `location`, for a table written before it is moved in."""
-    return os.path.join(os.path.dirname(location), TMP_PREFIX + uuid.uuid4().hex)
-
-
-def clean_stale_hidden(parent: str) -> None:
-    """Hidden copies left by a crash are removed after a day (a running copy is much younger)."""
-    cutoff = time.time() - STALE_TMP_SECONDS
-    for path in glob.glob(os.path.join(glob.escape(parent), TMP_PREFIX + "*")):
-        try:
-            if os.path.getmtime(path) < cutoff:
-                shutil.rmtree(path, ignore_errors=True)
-        except OSError:
-            pass
+def abandoned(entry: Entry, now: Optional[float] = None) -> bool:
+    """Was this private file or folder left by a process that is gone? Ours: no. Another process
+    on this host: when its pid is dead. Another host (or an unknown name): when it is older than a day."""
+    owner = _owner_of(entry.name)
+    me_host, me_pid = owner_id().split(".")
+    if owner is not None and owner[0] == me_host:
+        return owner[1] != int(me_pid) and not _pid_alive(owner[1])
+    return (now or time.time()) - entry.mtime > STALE_SECONDS
 
 
 _LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
@@ -118,7 +107,8 @@ _PREFIX = 200
 
 
 def path_component(name: str) -> str:
-    """>>> path_component("Order Items"), path_component(".x"), path_component("a=b")
+    """
+    >>> path_component("Order Items"), path_component(".x"), path_component("a=b")
     ('Order=20Items', '=2Ex', 'a=3Db')
     """
     out = []
@@ -186,10 +176,28 @@ def directory_name(kind: str, name: str) -> str:
 @dataclass(frozen=True)
 class Warehouse:
     root: str
+    options: StorageOptions = StorageOptions()
+
+    def __post_init__(self):
+        object.__setattr__(self, "root", canonical(self.root))
+
+    @property
+    def storage(self) -> Storage:
+        return Storage(self.root, self.options)
 
     @property
     def is_local(self) -> bool:
         return not is_url(self.root)
+
+    @property
+    def can_list(self) -> bool:
+        """Can the destination list and remove files here itself (local disks, S3)?"""
+        return self.storage.can_list
+
+    @property
+    def can_rename(self) -> bool:
+        """Atomic directory renames exist on a local disk only."""
+        return self.is_local
 
     def join(self, *parts: str) -> str:
         if self.is_local:
@@ -202,7 +210,7 @@ class Warehouse:
     def table_location(self, schema: str, table: str) -> str:
         location = self.join(directory_name("schema", schema), directory_name("table", table))
         legacy = self.legacy_location(schema, table)
-        if legacy is not None and not has_commits(location) and has_commits(legacy):
+        if legacy is not None and not self.has_commits(location) and self.has_commits(legacy):
             return legacy
         return location
 
@@ -218,54 +226,158 @@ class Warehouse:
             return None
         return os.path.join(self.root, schema, table)
 
+    # ---- tables as files ----------------------------------------------------------------------
+    def commit_entries(self, location: str) -> list[Entry]:
+        """The table's commit files (`_delta_log/<20 digits>.json`)."""
+        return [e for e in self.storage.list(self.join_location(location, "_delta_log"))
+                if not e.is_dir and COMMIT_FILE.match(e.name)]
+
+    def has_commits(self, location: str) -> bool:
+        """A Delta table exists once its log holds a commit."""
+        return bool(self.commit_entries(location))
+
+    def last_commit_time(self, location: str) -> float:
+        """When the table was last written (0 when it has no commits)."""
+        return max((e.mtime for e in self.commit_entries(location)), default=0.0)
+
+    def join_location(self, location: str, *parts: str) -> str:
+        if self.is_local:
+            return os.path.join(location, *parts)
+        return "/".join([location.rstrip("/"), *parts])
+
+    def remove_failed_create(self, location: str) -> None:
+        """A crash during CREATE can leave a table folder without commits or data: remove it (a
+        folder with data files but no log is not ours to judge and stays)."""
+        if self.has_commits(location):
+            return
+        entries = self.storage.list(location, recursive=True)
+        if any(not e.is_dir and e.name.endswith(".parquet") for e in entries):
+            return
+        if entries or self.storage.exists(location):
+            self.storage.delete_tree(location)
+
+    def delete_tree(self, location: str) -> None:
+        self.storage.delete_tree(location)
+
+    def remove_uncommitted(self, location: str) -> None:
+        """Files a failed write left where no commit made them a table."""
+        if not self.has_commits(location):
+            self.storage.delete_tree(location)
+
     def case_twin(self, schema: str, table: str) -> Optional[str]:
         """Another table of the schema whose name equals `table` ignoring case (its directory
         name), or None. Spark and most catalogs and readers resolve names case-insensitively,
-        so such a pair is refused. Local warehouses only (object stores are not listed)."""
-        if not self.is_local:
+        so such a pair is refused."""
+        if not self.can_list:
             return None
-        sdir = self.schema_location(schema)
         mine = path_component(table)
-        try:
-            entries = os.listdir(sdir)
-        except OSError:
-            return None
-        for entry in sorted(entries):
-            if entry != mine and same_ignoring_case(entry, table) and has_commits(os.path.join(sdir, entry)):
-                return entry
+        for entry in sorted(self.storage.list(self.schema_location(schema)), key=lambda e: e.name):
+            if entry.is_dir and entry.name != mine and same_ignoring_case(entry.name, table) \
+                    and self.has_commits(entry.location):
+                return entry.name
         return None
 
-    # ---- internal areas -------------------------------------------------------------------
+    def table_locations(self) -> Iterator[tuple[str, str, str]]:
+        """(schema directory, table directory, location) of every Delta table."""
+        if not self.can_list:
+            return
+        for schema in sorted(self.storage.list(self.root), key=lambda e: e.name):
+            if not schema.is_dir or schema.name.startswith((".", "_fivetran_")):
+                continue
+            for table in sorted(self.storage.list(schema.location), key=lambda e: e.name):
+                if table.is_dir and not table.name.startswith(".") and self.has_commits(table.location):
+                    yield schema.name, table.name, table.location
+
+    # ---- private areas ------------------------------------------------------------------------
     def new_staging_location(self) -> str:
-        return self.join(STAGING_DIR, uuid.uuid4().hex)
+        return self.join(STAGING_DIR, f"{owner_id()}-{uuid.uuid4().hex}")
+
+    def new_probe_location(self) -> str:
+        return self.join(f"{PROBE_PREFIX}{owner_id()}-{uuid.uuid4().hex}")
+
+    def write_parquet_parts(self, location: str, parts) -> None:
+        """Staged batch parts as Parquet files (a private folder on a local disk)."""
+        self.storage.write_parquet_parts(location, parts)
 
     def remove_staging(self, location: str) -> None:
-        if self.is_local:
-            shutil.rmtree(location, ignore_errors=True)
+        self.storage.delete_tree(location)
 
     def trash(self) -> str:
         return self.join(TRASH_DIR)
 
-    def clean_leftovers(self) -> None:
-        """At start-up nothing is in flight: remove what a crash left (staged batches,
-        dropped tables in the trash, hidden half-written copies)."""
-        if not self.is_local or not os.path.isdir(self.root):
-            return
-        shutil.rmtree(self.join(STAGING_DIR), ignore_errors=True)
-        shutil.rmtree(self.join(TRASH_DIR), ignore_errors=True)
-        for path in glob.glob(os.path.join(glob.escape(self.root), "*", TMP_PREFIX + "*")):
-            shutil.rmtree(path, ignore_errors=True)
+    def new_trash_location(self) -> str:
+        """Where a dropped local table waits for its files to be deleted."""
+        return self.join(TRASH_DIR, f"{owner_id()}-{uuid.uuid4().hex}")
 
-    # ---- local directory operations ------------------------------------------------------
-    def table_locations(self) -> Iterator[tuple[str, str, str]]:
-        """(schema directory, table directory, location) of every local Delta table."""
-        if not self.is_local or not os.path.isdir(self.root):
-            return
-        for schema in sorted(os.listdir(self.root)):
-            sdir = os.path.join(self.root, schema)
-            if schema.startswith((".", "_fivetran_")) or not os.path.isdir(sdir):
+    def note_removal(self, location: str, only_without_commits: bool = False) -> str:
+        """Before a multi-step removal or a write that a crash could leave half done: a note in
+        the trash saying what to remove if this process dies first. Returns the note's location
+        (`done_removal` deletes it)."""
+        note = self.join(TRASH_DIR, f"{owner_id()}-{uuid.uuid4().hex}.json")
+        body = json.dumps({"remove": location, "only_without_commits": only_without_commits}).encode()
+        self.storage.write_bytes(note, body)
+        return note
+
+    def done_removal(self, note: str) -> None:
+        self.storage.delete_file(note)
+
+    def clean_leftovers(self, everything_dead: bool = False) -> int:
+        """Remove what dead processes left: staged batches, probes, hidden half-written copies,
+        dropped tables in the trash, and the removals their notes name. Returns how many.
+        `everything_dead`: at start-up of the only process using a local warehouse (the old
+        behaviour) -- not used by default: another process may share the warehouse."""
+        if not self.can_list:
+            return 0
+        now = time.time()
+        removed = 0
+        for entry in self.storage.list(self.join(STAGING_DIR)):
+            if everything_dead or abandoned(entry, now):
+                self.storage.delete_tree(entry.location)
+                removed += 1
+        for entry in self.storage.list(self.root):
+            if entry.name.startswith(PROBE_PREFIX) and (everything_dead or abandoned(entry, now)):
+                self.storage.delete_tree(entry.location)
+                removed += 1
+        for entry in self.storage.list(self.join(TRASH_DIR)):
+            if not (everything_dead or abandoned(entry, now)):
                 continue
-            for table in sorted(os.listdir(sdir)):
-                tdir = os.path.join(sdir, table)
-                if not table.startswith(".") and has_commits(tdir):
-                    yield schema, table, tdir
+            if entry.is_dir:
+                self.storage.delete_tree(entry.location)
+            else:
+                if entry.name.endswith(".json"):
+                    self._finish_removal(entry.location)
+                self.storage.delete_file(entry.location)
+            removed += 1
+        if self.is_local:
+            for schema in self.storage.list(self.root):
+                if schema.is_dir:
+                    for entry in self.storage.list(schema.location):
+                        if entry.name.startswith(TMP_PREFIX) and (everything_dead or abandoned(entry, now)):
+                            self.storage.delete_tree(entry.location)
+                            removed += 1
+        return removed
+
+    def _finish_removal(self, note: str) -> None:
+        try:
+            body = json.loads(self.storage.read_bytes(note))
+            target = body["remove"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if not isinstance(target, str) or not canonical(target).startswith(self.root):
+            return  # never outside this warehouse
+        if body.get("only_without_commits") and self.has_commits(target):
+            return
+        self.storage.delete_tree(target)
+
+    # ---- local directory operations ----------------------------------------------------------
+    def hidden_sibling(self, location: str) -> str:
+        """A hidden directory next to `location`, for a table written before it is moved in."""
+        return os.path.join(os.path.dirname(location), f"{TMP_PREFIX}{owner_id()}-{uuid.uuid4().hex}")
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        self.storage.rename_dir(src, dst)
+
+
+def parquet_parts(data: pa.Table, rows: int) -> Iterator[pa.Table]:
+    for offset in range(0, data.num_rows, rows):
+        yield data.slice(offset, rows)

@@ -1,6 +1,6 @@
 """The bare baseline: the same batch files applied with no gRPC and no Spark.
 
-Each file goes through `server.batch_reader.read_batch_file` (stream-decrypt,
+Each file goes through `delta_destination.fivetran.batch_files.read_batch_file` (stream-decrypt,
 zstd, pyarrow.csv, typed Arrow: exactly the server's reader), then delta-rs
 (`deltalake`) writes or merges into a separate Delta table:
 
@@ -17,20 +17,14 @@ zstd, pyarrow.csv, typed Arrow: exactly the server's reader), then delta-rs
 
 It runs in its own process (so its peak RSS can be sampled like the server's,
 and so delta-rs's occasional abort at interpreter exit cannot hurt the driver),
-driven over a multiprocessing pipe by scripts/bench.py.
+driven over a multiprocessing pipe by scripts/bench_runner.py through `BaselineProc`.
 """
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
-import sys
 import time
 import traceback
-from pathlib import Path
-
-_ROOT = Path(__file__).resolve().parents[1]
-for p in (str(_ROOT), str(_ROOT / "scripts")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
 
 
 def _q(name: str) -> str:
@@ -228,3 +222,45 @@ def worker(conn) -> None:
             conn.send(("err", traceback.format_exc(limit=8)))
     conn.close()
     os._exit(0)  # skip interpreter teardown: deltalake 1.6.6 sometimes aborts there
+
+
+class BaselineFailed(Exception):
+    """A baseline command raised in the worker (the message holds its traceback)."""
+
+
+def file_refs(specs) -> list[dict]:
+    """bench_data.FileSpec -> what the worker's commands take (path and hex key)."""
+    return [{"path": s.path, "key": s.key} for s in specs]
+
+
+class BaselineProc:
+    """The baseline worker process and the driver's end of its pipe."""
+
+    def __init__(self):
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=worker, args=(child,), name="bench-baseline", daemon=True)
+        self.proc.start()
+        child.close()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def call(self, cmd: str, **kwargs) -> dict:
+        """Run one Baseline method in the worker; its result, plus "seconds" it took there."""
+        self.conn.send((cmd, kwargs))
+        status, res = self.conn.recv()
+        if status != "ok":
+            raise BaselineFailed(f"baseline {cmd} failed:\n{res}")
+        return res
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        self.proc.join(30)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(10)

@@ -1,7 +1,7 @@
 """Benchmark workloads: Fivetran-like batch files generated once per (seed, scale) and cached.
 
 The CSV text is built column-wise with pyarrow.compute (no per-row Python) and
-streamed straight into `batch_files._open_sink` (zstd, then AES-256-CBC with the
+streamed straight into `testkit/batch_files.open_sink` (zstd, then AES-256-CBC with the
 IV first and PKCS#7 padding), so plaintext never reaches the disk.  Fivetran's
 conventions: a header row, fields quoted only when they contain `,` `"` CR or
 LF (quotes doubled, no backslash escapes), "\\n" line ends, NULL written as
@@ -16,7 +16,6 @@ import base64
 import json
 import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,14 +25,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_ROOT = Path(__file__).resolve().parents[1]
-for p in (str(_ROOT), str(_ROOT / "scripts")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-from testkit import batch_files  # noqa: E402
-from delta_destination.fivetran.batch_files import Compression, Encryption, FileParams  # noqa: E402
-from delta_destination.core.model import Column, DataType as FT, TableSchema  # noqa: E402
+from delta_destination.core.model import Column, DataType as FT, TableSchema
+from delta_destination.fivetran.batch_files import Compression, Encryption, FileParams
+from testkit import batch_files
+from testkit.bench_keys import keyed_rng
 
 GEN_VERSION = 3
 NULL_STRING = "null-m8yilkvPsNulehxl2G6pmSQ3G3WWdLP"
@@ -42,8 +37,6 @@ PARAMS = FileParams(Compression.ZSTD, Encryption.AES, NULL_STRING, UNMOD_STRING)
 
 ROWS_PER_FILE = 250_000      # a 250k-row wide file is ~25 MB compressed: well under Fivetran's ~100 MB
 ROWS_PER_REQUEST = 1_000_000  # one WriteBatch per 1M rows when loading/appending
-RECENT_NEWEST = 0.10  # the "recent" growth upserts: 90% of the existing keys they update are
-RECENT_SHARE = 0.90   # among the newest 10% of the table's keys, the rest uniform over the older 90%
 CHUNK_ROWS = 50_000           # rows generated and written at once
 
 DAY_MS = 86_400_000
@@ -51,11 +44,12 @@ T0_MS = 1_704_067_200_000     # 2024-01-01T00:00:00Z: initial sync
 MAX_END = "9999-12-31T23:59:59.999Z"
 
 
-def _sync_ms(step: int) -> int:
+def sync_ms(step: int) -> int:
+    """The `_fivetran_synced` time (ms) of the files of sync number `step` (one a day)."""
     return T0_MS + step * DAY_MS
 
 
-TRUNCATE_BEFORE_MS = _sync_ms(30)  # after every sync time used here: the soft truncate hits every row
+TRUNCATE_BEFORE_MS = sync_ms(30)  # after every sync time used here: the soft truncate hits every row
 
 
 # ----------------------------------------------------------------------------
@@ -248,7 +242,7 @@ def write_csv(path: Path, key: bytes, header: list[str], chunks: Iterator[dict])
     """Stream CSV text -> zstd -> AES into `path`. Returns (rows, bytes on disk)."""
     rows = 0
     tmp = path.with_name(path.name + ".part")
-    sink = batch_files._open_sink(tmp, key, Compression.ZSTD)
+    sink = batch_files.open_sink(tmp, key, Compression.ZSTD)
     try:
         sink.write((",".join(header) + "\n").encode())
         for cols in chunks:
@@ -303,8 +297,7 @@ class Generator:
         os.replace(tmp, self.manifest_path)
 
     def _rng(self, name: str, part: int = 0) -> np.random.Generator:
-        h = int.from_bytes(name.encode()[:16].ljust(16, b"\0"), "little")
-        return np.random.default_rng([self.seed, h % (2 ** 63), part])
+        return keyed_rng(self.seed, name, part)
 
     def group(self, name: str, build) -> list[FileSpec]:
         """The files of one named group, generated on first use (build(gen) -> list of dict specs)."""
@@ -349,7 +342,7 @@ class Generator:
         header = self._header(group, table)
 
         def text(rng, chunk_ids):
-            cols = wide_text(self.pools, rng, chunk_ids, _sync_ms(sync_step), history=history)
+            cols = wide_text(self.pools, rng, chunk_ids, sync_ms(sync_step), history=history)
             return _markers(cols, rng, 0.03, unmod_frac)
 
         return self.group(group, lambda: self._split(group, kind, ids, header, text))
@@ -376,24 +369,9 @@ class Generator:
         header = self._header(group, NARROW)
 
         def text(rng, chunk_ids):
-            return _markers(narrow_text(self.pools, rng, chunk_ids, _sync_ms(sync_step)), rng, 0.01, 0.0)
+            return _markers(narrow_text(self.pools, rng, chunk_ids, sync_ms(sync_step)), rng, 0.01, 0.0)
 
         return self.group(group, lambda: self._split(group, "replace", ids, header, text, rows_per_file=1_000_000))
-
-    def sample_existing(self, name: str, count: int, upto: int) -> np.ndarray:
-        return np.sort(self._rng(name, 5).choice(upto, size=count, replace=False)).astype(np.int64)
-
-    def sample_recent(self, name: str, count: int, upto: int, *, newest: float = RECENT_NEWEST,
-                      share: float = RECENT_SHARE) -> np.ndarray:
-        """`count` distinct keys of 0..upto-1 where `share` of them fall among the newest `newest`
-        fraction of keys (keys are appended in increasing order, so the newest are the largest) and the
-        rest uniformly among the older ones: most Fivetran updates hit recently created rows."""
-        rng = self._rng(name, 7)
-        cut = upto - max(1, int(upto * newest))
-        n_recent = min(int(round(count * share)), upto - cut)
-        recent = cut + rng.choice(upto - cut, size=n_recent, replace=False)
-        old = rng.choice(cut, size=count - n_recent, replace=False)
-        return np.sort(np.concatenate([recent, old])).astype(np.int64)
 
 
 def chunked(specs: list[FileSpec], rows_per_request: int) -> list[list[FileSpec]]:

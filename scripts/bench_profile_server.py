@@ -1,6 +1,6 @@
 """The destination server with pyinstrument around WriteBatch / WriteHistoryBatch / Truncate.
 
-Started by scripts/bench.py for the "Profiles" section (same arguments as
+Started by scripts/bench_profiles.py for the "Profiles" section (same arguments as
 `python -m delta_destination.fivetran.main`).  gRPC handlers run on pool threads and pyinstrument
 samples the thread that starts it, so each call is profiled from inside its
 handler; waiting on the embedded Sail engine shows up as time in the Spark
@@ -21,13 +21,13 @@ if str(_ROOT) not in sys.path:
 
 from pyinstrument import Profiler  # noqa: E402
 
-from delta_destination.fivetran import convert as protocol  # noqa: E402
+from delta_destination.fivetran import servicer  # noqa: E402
 
 OUT = Path(os.environ.get("BENCH_PROFILE_DIR", "."))
 
 
 def _wrap(name: str) -> None:
-    orig = getattr(protocol.DestinationServicer, name)
+    orig = getattr(servicer.DestinationServicer, name)
 
     @functools.wraps(orig)
     def inner(self, request, context):
@@ -42,7 +42,7 @@ def _wrap(name: str) -> None:
             (OUT / f"{label}.txt").write_text(prof.output_text(unicode=False, color=False, show_all=False))
             prof.last_session.save(str(OUT / f"{label}.pyisession"))
 
-    setattr(protocol.DestinationServicer, name, inner)
+    setattr(servicer.DestinationServicer, name, inner)
 
 
 for _m in ("WriteBatch", "WriteHistoryBatch", "Truncate"):

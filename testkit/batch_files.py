@@ -21,16 +21,10 @@ import json
 import math
 import os
 import re
-import sys
-from pathlib import Path
 from typing import Any, Iterable, Optional
 
-_ROOT = Path(__file__).resolve().parents[1]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-from delta_destination.fivetran.batch_files import Compression, FileFormat  # noqa: E402
-from delta_destination.core.model import DataType, TableSchema  # noqa: E402
+from delta_destination.core.model import DataType, TableSchema
+from delta_destination.fivetran.batch_files import Compression, FileFormat
 
 
 class _Sentinel:
@@ -182,7 +176,10 @@ class _Closing(io.RawIOBase):
         super().close()
 
 
-def _open_sink(path, key: Optional[bytes], compression: Compression):
+def open_sink(path, key: Optional[bytes], compression: Compression):
+    """A binary writer into `path` that compresses, then encrypts (with `key`), as Fivetran's files
+    are; close() ends the compressed frame and pads the cipher. For tests and the benchmark that
+    write their own bytes (corrupt frames, streamed CSV)."""
     f = open(path, "wb")
     sink = _AesWriter(f, key) if key is not None else f
     comp = Compression(compression)
@@ -238,7 +235,7 @@ def write_batch_file(path, header: list[str], rows: Iterable[list], *, key: Opti
         _write_parquet(path, header, rows, key=key, compression=compression, null_string=null_string,
                        unmodified_string=unmodified_string, table=table)
         return
-    sink = _open_sink(path, key, compression)
+    sink = open_sink(path, key, compression)
     text = None
     try:
         # Closing the TextIOWrapper closes the whole chain: buffer, compressor (frame end), cipher (padding).
@@ -334,7 +331,7 @@ def _write_parquet(path, header, rows, *, key, compression, null_string, unmodif
     data = pa.Table.from_arrays(arrays, names=list(header))
     mem = io.BytesIO()
     pq.write_table(data, mem)
-    sink = _open_sink(path, key, compression)
+    sink = open_sink(path, key, compression)
     try:
         sink.write(mem.getvalue())
     finally:

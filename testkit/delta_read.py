@@ -5,23 +5,31 @@ delta-rs (the `deltalake` package) reads the table through its own query engine
 `DeltaTable.to_pyarrow_table()` / `to_pyarrow_dataset()`: on deltalake 1.6.6 they
 refuse both features, and abort the interpreter at exit about half the time
 ("terminate called without an active exception").
+
+Tables on object storage take delta-rs `storage_options` (e.g. S3Server.delta_rs_options()).
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
 
-def delta_version(path: str) -> int:
-    return DeltaTable(str(path)).version()
+def _open(path: str, storage_options: Optional[dict] = None) -> DeltaTable:
+    return DeltaTable(str(path), storage_options=storage_options) if storage_options else DeltaTable(str(path))
 
 
-def delta_properties(path: str) -> dict:
-    return dict(DeltaTable(str(path)).metadata().configuration)
+def delta_version(path: str, storage_options: Optional[dict] = None) -> int:
+    return _open(path, storage_options).version()
 
 
-def read_delta_table(path: str) -> pa.Table:
-    dt = DeltaTable(str(path))
+def delta_properties(path: str, storage_options: Optional[dict] = None) -> dict:
+    return dict(_open(path, storage_options).metadata().configuration)
+
+
+def read_delta_table(path: str, storage_options: Optional[dict] = None) -> pa.Table:
+    dt = _open(path, storage_options)
     schema = pa.schema([f.remove_metadata() for f in pa.schema(dt.schema().to_arrow())])
     got = pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all())
     cols = [got.column(f.name).cast(f.type) for f in schema]

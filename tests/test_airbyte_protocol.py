@@ -30,7 +30,7 @@ def wh(tmp_path) -> Path:
 
 @pytest.fixture
 def config(tmp_path, wh, engine) -> str:
-    return write_json(tmp_path / "config.json", {"warehouse_path": str(wh), "engine": engine})
+    return write_json(tmp_path / "config.json", {"warehouse": str(wh), "engine": engine})
 
 
 def catalog(tmp_path, *streams) -> str:
@@ -47,8 +47,8 @@ def test_spec_answers_one_spec_message():
     (msg,) = r.messages
     spec = msg["spec"]
     assert spec["supported_destination_sync_modes"] == ["append", "overwrite", "append_dedup"]
-    assert spec["connectionSpecification"]["required"] == ["warehouse_path"]
-    assert set(spec["connectionSpecification"]["properties"]) >= {"warehouse_path", "engine", "spark_remote"}
+    assert spec["connectionSpecification"]["required"] == ["warehouse"]
+    assert set(spec["connectionSpecification"]["properties"]) >= {"warehouse", "engine", "spark_remote"}
 
 
 def test_check_writes_reads_and_removes_a_probe(tmp_path, wh, config):
@@ -60,10 +60,10 @@ def test_check_writes_reads_and_removes_a_probe(tmp_path, wh, config):
 
 
 @pytest.mark.parametrize("bad, words", [
-    ({}, "warehouse_path"),
-    ({"warehouse_path": "/dev/null/below-a-file"}, "warehouse"),
-    ({"warehouse_path": "x", "engine": "duckdb"}, "engine must be one of"),
-    ({"warehouse_path": "x", "spark_remote": "http://nope"}, "sc://"),
+    ({}, "warehouse"),
+    ({"warehouse": "/dev/null/below-a-file"}, "warehouse"),
+    ({"warehouse": "x", "engine": "duckdb"}, "engine must be one of"),
+    ({"warehouse": "x", "spark_remote": "http://nope"}, "sc://"),
 ])
 def test_check_with_a_bad_config_is_failed_not_an_error(tmp_path, bad, words):
     r = run(["check", "--config", write_json(tmp_path / "bad.json", bad)])
@@ -113,7 +113,7 @@ def test_append_types_system_columns_and_state_echo(tmp_path, wh, config):
 
 
 def test_buffer_bound_commits_before_the_end_and_echoes_after_commit(tmp_path, wh, engine):
-    cfg = write_json(tmp_path / "small.json", {"warehouse_path": str(wh), "engine": engine, "buffer_bytes": 2000})
+    cfg = write_json(tmp_path / "small.json", {"warehouse": str(wh), "engine": engine, "buffer_bytes": 2000})
     cat = catalog(tmp_path, stream("ev", {"id": {"type": "integer"}, "v": {"type": "string"}}, "append"))
     w = Running(["write", "--config", cfg, "--catalog", cat])
     w.send([record("ev", {"id": i, "v": "x" * 100}) for i in range(5)] + [stream_state("ev", {"n": 5})])
@@ -234,7 +234,7 @@ def test_records_whose_key_cannot_be_written_stop_the_sync(tmp_path, wh, config,
 
 
 def test_huge_record_loses_its_largest_fields_not_the_sync(tmp_path, wh, engine):
-    cfg = write_json(tmp_path / "c.json", {"warehouse_path": str(wh), "engine": engine, "max_record_bytes": 4096})
+    cfg = write_json(tmp_path / "c.json", {"warehouse": str(wh), "engine": engine, "max_record_bytes": 4096})
     props = {"id": {"type": "integer"}, "big": {"type": "string"}, "small": {"type": "string"}}
     cat = catalog(tmp_path, stream("h", props, "append_dedup", pk=["id"]))
     r = run(["write", "--config", cfg, "--catalog", cat],
@@ -293,7 +293,7 @@ def test_odd_names_land_as_given(tmp_path, wh, config):
 
 # ---- crash and resume --------------------------------------------------------------------------------
 def test_kill_9_mid_write_then_rerun_from_the_last_echoed_state_converges(tmp_path, wh, engine):
-    cfg = write_json(tmp_path / "c.json", {"warehouse_path": str(wh), "engine": engine, "buffer_bytes": 3000})
+    cfg = write_json(tmp_path / "c.json", {"warehouse": str(wh), "engine": engine, "buffer_bytes": 3000})
     cat = catalog(tmp_path, stream("k", DEDUP, "append_dedup", pk=["id"], cursor="cur", generation=1),
                   stream("log", {"id": {"type": "integer"}}, "append"))
     # The source: 40 keys, each updated 3 times, a state after every 10 records.
@@ -351,7 +351,7 @@ def test_refresh_drops_older_generations_at_the_end(tmp_path, wh, config, mode):
 
 
 def test_kill_9_mid_overwrite_then_retries_of_the_same_generation_land_each_row_once(tmp_path, wh, engine):
-    cfg = write_json(tmp_path / "c.json", {"warehouse_path": str(wh), "engine": engine, "buffer_bytes": 2500})
+    cfg = write_json(tmp_path / "c.json", {"warehouse": str(wh), "engine": engine, "buffer_bytes": 2500})
     props = {"id": {"type": "integer"}, "v": {"type": "string"}}
     assert run(["write", "--config", cfg, "--catalog", catalog(tmp_path, stream("o", props, "overwrite", generation=1))],
                [record("o", {"id": -1, "v": "old"})]).rc == 0
@@ -379,7 +379,7 @@ def test_kill_9_mid_overwrite_then_retries_of_the_same_generation_land_each_row_
 
 
 def test_overwrite_retry_without_any_echoed_state_starts_over(tmp_path, wh, engine):
-    cfg = write_json(tmp_path / "c.json", {"warehouse_path": str(wh), "engine": engine, "buffer_bytes": 500})
+    cfg = write_json(tmp_path / "c.json", {"warehouse": str(wh), "engine": engine, "buffer_bytes": 500})
     cat = catalog(tmp_path, stream("o", {"id": {"type": "integer"}}, "overwrite", generation=5, minimum=5))
     rows = [record("o", {"id": i}) for i in range(50)]
     # A source without checkpoints fails half way: rows were staged (full buffer) but nothing echoed.
@@ -394,7 +394,7 @@ def test_overwrite_retry_without_any_echoed_state_starts_over(tmp_path, wh, engi
 
 
 def test_a_waiting_state_is_committed_and_echoed_after_the_flush_interval(tmp_path, wh, engine):
-    cfg = write_json(tmp_path / "c.json", {"warehouse_path": str(wh), "engine": engine, "flush_interval_seconds": 0.5})
+    cfg = write_json(tmp_path / "c.json", {"warehouse": str(wh), "engine": engine, "flush_interval_seconds": 0.5})
     cat = catalog(tmp_path, stream("slow", {"id": {"type": "integer"}}, "append"))
     w = Running(["write", "--config", cfg, "--catalog", cat])
     w.wait_for(lambda m: m["type"] == "LOG" and "CreateTable" in m["log"]["message"])  # reading input now

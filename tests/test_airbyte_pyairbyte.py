@@ -55,7 +55,7 @@ def emitted(clients, tmp_path_factory):
 
 def pyairbyte_write(clients, tmp_path, wh, engine, strategy, cache=False):
     args = {"destination": str(ROOT / ".venv" / "bin" / "airbyte-delta-destination"), "faker": clients["faker"],
-            "dest_config": {"warehouse_path": str(wh), "engine": engine}, "faker_config": FAKER,
+            "dest_config": {"warehouse": str(wh), "engine": engine}, "faker_config": FAKER,
             "streams": STREAMS, "strategy": strategy, "cache": cache, "state_dir": str(tmp_path)}
     p = subprocess.run([clients["python"], str(ROOT / "testkit" / "pyairbyte_driver.py"), json.dumps(args)],
                        capture_output=True, text=True, timeout=900, cwd=tmp_path)
@@ -142,7 +142,7 @@ def test_pyairbyte_destination_smoke_test_all_scenarios(clients, tmp_path, engin
     names, unicode, wide, empty, duplicate keys, 1000-row batch) into one namespace."""
     wh = tmp_path / "warehouse"
     cfg = tmp_path / "dest.json"
-    cfg.write_text(json.dumps({"warehouse_path": str(wh), "engine": engine}))
+    cfg.write_text(json.dumps({"warehouse": str(wh), "engine": engine}))
     bin_dir = str(Path(clients["python"]).parent)
     p = subprocess.run([str(Path(bin_dir) / "pyab"), "destination-smoke-test",
                         f"--destination={ROOT / '.venv' / 'bin' / 'airbyte-delta-destination'}",

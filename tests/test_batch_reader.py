@@ -21,9 +21,9 @@ import zstandard
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from testkit.batch_files import NULL, UNMODIFIED, _open_sink, format_value, new_key, write_batch_file
+from testkit.batch_files import NULL, UNMODIFIED, format_value, new_key, open_sink, write_batch_file
 from delta_destination.core import types as br
-from delta_destination.core import errors
+from delta_destination import errors
 from delta_destination.fivetran.batch_files import errors as file_errors
 from delta_destination.fivetran.batch_files import (
     BatchData, Compression, Encryption, FileFormat, FileParams, open_plaintext, read_batch_file,
@@ -55,7 +55,7 @@ def write(tmp_path: Path, header, rows, *, name="batch.csv", key=None, compressi
 def write_raw(tmp_path: Path, data: bytes, *, name="raw.csv", key=None, compression=Compression.OFF) -> str:
     """Arbitrary plaintext bytes, compressed and encrypted like a batch file."""
     path = str(tmp_path / name)
-    sink = _open_sink(path, key, compression)
+    sink = open_sink(path, key, compression)
     sink.write(data)
     sink.close()
     return path

@@ -1,19 +1,13 @@
-"""The benchmark's key distributions (scripts/bench_data.py): pure and deterministic, so exact tests."""
+"""The benchmark's key distributions (testkit/bench_keys.py): pure and deterministic, so exact tests."""
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-import bench_data as bd  # noqa: E402
+from testkit import bench_keys as bk
 
 
-def test_recent_keys_mostly_among_the_newest_tenth(tmp_path):
-    g = bd.Generator(tmp_path, seed=42, scale=1.0)
-    keys = g.sample_recent("g_recent_1", 50_000, 3_000_000)
+def test_recent_keys_mostly_among_the_newest_tenth():
+    keys = bk.sample_recent(42, "g_recent_1", 50_000, 3_000_000)
     assert len(keys) == 50_000
     assert len(np.unique(keys)) == 50_000  # distinct: every key is one existing row
     assert keys.min() >= 0 and keys.max() < 3_000_000
@@ -22,16 +16,30 @@ def test_recent_keys_mostly_among_the_newest_tenth(tmp_path):
     assert (~newest).sum() == 5_000
 
 
-def test_recent_keys_are_deterministic_by_seed(tmp_path):
-    a = bd.Generator(tmp_path, seed=42, scale=1.0).sample_recent("x", 1_000, 100_000)
-    b = bd.Generator(tmp_path, seed=42, scale=1.0).sample_recent("x", 1_000, 100_000)
-    c = bd.Generator(tmp_path, seed=43, scale=1.0).sample_recent("x", 1_000, 100_000)
+def test_recent_keys_are_deterministic_by_seed():
+    a = bk.sample_recent(42, "x", 1_000, 100_000)
+    b = bk.sample_recent(42, "x", 1_000, 100_000)
+    c = bk.sample_recent(43, "x", 1_000, 100_000)
     assert np.array_equal(a, b)
     assert not np.array_equal(a, c)
 
 
-def test_recent_keys_on_a_tiny_table_never_repeat(tmp_path):
+def test_recent_keys_on_a_tiny_table_never_repeat():
     # at --scale 0.01 the newest tenth can be smaller than 90% of the sample: the rest come from older keys
-    keys = bd.Generator(tmp_path, seed=1, scale=0.01).sample_recent("t", 500, 1_000)
+    keys = bk.sample_recent(1, "t", 500, 1_000)
     assert len(np.unique(keys)) == 500
     assert (keys >= 900).sum() == 100
+
+
+def test_uniform_keys_are_distinct_sorted_and_named():
+    a = bk.sample_uniform(42, "upsert", 1_000, 10_000)
+    assert len(np.unique(a)) == 1_000 and np.array_equal(a, np.sort(a))
+    assert a.min() >= 0 and a.max() < 10_000
+    assert not np.array_equal(a, bk.sample_uniform(42, "update", 1_000, 10_000))  # each draw its own stream
+
+
+def test_shuffled_is_a_deterministic_permutation():
+    keys = np.arange(1_000, dtype=np.int64)
+    s = bk.shuffled(42, "upsert", keys)
+    assert np.array_equal(np.sort(s), keys) and not np.array_equal(s, keys)
+    assert np.array_equal(s, bk.shuffled(42, "upsert", keys))

@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 
 from delta_destination import frozen
 from delta_destination.frozen import embed
-from testkit import requirements as reqs
+from buildkit import requirements as reqs
 from testkit.server_process import ROOT, TESTER_INPUTS, RunningServer
 
 PYINSTALLER = "pyinstaller==6.22.3"  # what the pipeline installs (`pip install pyinstaller`), pinned here
@@ -39,7 +39,7 @@ def test_root_files_of_the_pipeline():
 
 def test_requirements_txt_is_generated_from_pyproject():
     """One source of truth: pyproject.toml's dependencies; requirements.txt is their pinned
-    runtime closure as this project's venv resolved it (`python -m testkit.requirements`)."""
+    runtime closure as this project's venv resolved it (`python -m buildkit.requirements`)."""
     text = (ROOT / "requirements.txt").read_text()
     pinned = reqs.parse(text)
     direct = reqs.direct_requirements()
@@ -49,7 +49,7 @@ def test_requirements_txt_is_generated_from_pyproject():
     assert text.startswith(reqs.HEADER)
     found = reqs.problems(pinned, direct)
     assert not found, ("requirements.txt does not match pyproject.toml; regenerate it with "
-                       "`.venv/bin/python -m testkit.requirements > requirements.txt`:\n" + "\n".join(found))
+                       "`.venv/bin/python -m buildkit.requirements > requirements.txt`:\n" + "\n".join(found))
 
 
 def test_requirements_drift_is_detected():

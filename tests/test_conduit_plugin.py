@@ -49,7 +49,7 @@ def test_handshake_health_specify_config_validation_and_shutdown(plugin, tmp_pat
     spec = p.specify()
     assert (spec.name, spec.version) == ("delta-lake", "v0.1.0")
     params = spec.destination_params
-    assert {"warehouse", "engine", "spark.remote", "schema", "table", "key.column", "key.fields",
+    assert {"warehouse", "engine", "spark_remote", "schema", "table", "key.column", "key.fields",
             "sdk.batch.size", "sdk.batch.delay"} <= set(params)
     assert [v.type for v in params["warehouse"].validations] == [1]          # REQUIRED
     assert params["sdk.batch.delay"].type == 6                               # DURATION

@@ -34,8 +34,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from testkit.batch_files import _open_sink, write_batch_file
-from delta_destination.core import errors
+from testkit.batch_files import open_sink, write_batch_file
+from delta_destination import errors
 from delta_destination.fivetran.batch_files import BatchData, Compression, Encryption, FileFormat, FileParams, read_batch_file
 from delta_destination.core.model import Column, DataType as FT, TableSchema
 
@@ -111,7 +111,7 @@ def check_read(name: str, path: str, key, params: FileParams, table: TableSchema
 
 
 def _write_plain(path: str, plaintext: bytes, key, compression) -> None:
-    sink = _open_sink(path, key, compression)
+    sink = open_sink(path, key, compression)
     sink.write(plaintext)
     sink.close()
 

@@ -31,7 +31,7 @@ import pytest
 import zstandard
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from testkit.batch_files import _open_sink, new_key
+from testkit.batch_files import new_key, open_sink
 from batch_helpers import NULL_STRING, UNMOD_STRING, batch_file, write_request
 from testkit.server_process import RunningServer
 from testkit.delta_read import delta_version, read_delta_table
@@ -120,7 +120,7 @@ class Ctx:
         """Arbitrary plaintext, compressed and encrypted like a batch file: (path, key)."""
         p = self.path()
         key = new_key() if encrypt else None
-        sink = _open_sink(str(p), key, compression)
+        sink = open_sink(str(p), key, compression)
         sink.write(plaintext)
         sink.close()
         return str(p), key

@@ -61,7 +61,7 @@ def test_airbyte_write_emits_schema_valid_runs_with_uri_version_and_counts(tmp_p
     monkeypatch.delenv("OPENLINEAGE_URL", raising=False)
     monkeypatch.delenv("OPENLINEAGE_NAMESPACE", raising=False)
     wh = tmp_path / "wh"
-    cfg = write_json(tmp_path / "config.json", {"warehouse_path": str(wh), "engine": ENGINE})
+    cfg = write_json(tmp_path / "config.json", {"warehouse": str(wh), "engine": ENGINE})
     props = {"id": {"type": "integer"}, "name": {"type": "string"}}
     cat = write_json(tmp_path / "catalog.json", {"streams": [
         stream("users", props, "append_dedup", pk=["id"], cursor="id")]})
@@ -117,7 +117,7 @@ def test_airbyte_overwrite_reports_the_real_table_not_its_staging_table(tmp_path
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("OPENLINEAGE_URL", raising=False)
     wh = tmp_path / "wh"
-    cfg = write_json(tmp_path / "config.json", {"warehouse_path": str(wh), "engine": ENGINE})
+    cfg = write_json(tmp_path / "config.json", {"warehouse": str(wh), "engine": ENGINE})
     cat = write_json(tmp_path / "catalog.json", {"streams": [
         stream("snap", {"id": {"type": "integer"}}, "overwrite")]})
     location = wh / "airbyte" / "snap"

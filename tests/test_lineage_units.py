@@ -14,7 +14,7 @@ from openlineage.client.serde import Serde
 
 from delta_destination import lineage
 from delta_destination.core.api import DeltaCore
-from delta_destination.core.errors import InvalidRequest
+from delta_destination.errors import InvalidRequest
 from delta_destination.core.events import Events, TableEvent
 from delta_destination.engines.session import Engines
 from delta_destination.lineage.airflow_assets import AirflowAssets, AirflowConfig, AssetEvent

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from delta_destination.core.errors import UnsafeName
+from delta_destination.errors import UnsafeName
 from delta_destination.lineage.uris import (
     UnusableLocation,
     location_uri,

@@ -16,7 +16,7 @@ from batch_helpers import batch_file, write_request
 from rpc_helpers import col, expect_error, table
 from testkit.delta_read import delta_version, read_delta_table
 from testkit.server_process import RunningServer
-from delta_destination.core.errors import EngineError, InvalidRequest, MemoryBudgetExceeded
+from delta_destination.errors import EngineError, InvalidRequest, MemoryBudgetExceeded
 from delta_destination.core.memory import TableSize, check_budget, gb, table_size
 from delta_destination.engines.dialect import SailDialect, SparkDialect
 from delta_destination.fivetran._proto import destination_sdk_pb2 as pb

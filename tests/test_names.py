@@ -23,7 +23,7 @@ import pytest
 
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, columns_of, describe, expect_error, table
-from delta_destination.core.names import case_clash
+from delta_destination.names import case_clash
 from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.warehouse import (MAX_COMPONENT, Warehouse, name_of_component, path_component,
                                          same_ignoring_case)

@@ -10,6 +10,7 @@ import pytest
 from rpc_helpers import col, columns_of, describe, expect_error, table, ts
 from testkit.delta_read import delta_version, read_delta_table
 from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
+from delta_destination.settings import CONNECTION_FIELDS
 
 ALL_TYPES = [
     ("b", "BOOLEAN"), ("s", "SHORT"), ("i", "INT"), ("l", "LONG"), ("f", "FLOAT"), ("d", "DOUBLE"),
@@ -20,7 +21,10 @@ ALL_TYPES = [
 
 def test_configuration_form_lists_fields_and_tests(stub):
     r = stub.ConfigurationForm(common_pb2.ConfigurationFormRequest())
-    assert [f.name for f in r.fields] == ["warehouse_path", "spark_remote"]
+    assert [f.name for f in r.fields] == [f.key for f in CONNECTION_FIELDS]
+    assert {f.name for f in r.fields} >= {"warehouse", "engine", "spark_remote", "memory_budget_gb", "s3_endpoint",
+                                          "s3_secret_access_key", "catalog_uri"}
+    assert [f.text_field for f in r.fields if f.name == "s3_secret_access_key"] == [common_pb2.Password]
     assert all(f.label for f in r.fields)
     assert {t.name for t in r.tests} == {"spark_engine", "warehouse_writable"}
 
@@ -32,7 +36,7 @@ def test_capabilities_csv(stub):
 def test_setup_tests_pass_and_leave_nothing(stub, server, tmp_path):
     wh = tmp_path / "wh"
     for name in ("spark_engine", "warehouse_writable"):
-        r = stub.Test(common_pb2.TestRequest(name=name, configuration={"warehouse_path": str(wh)}))
+        r = stub.Test(common_pb2.TestRequest(name=name, configuration={"warehouse": str(wh)}))
         assert r.WhichOneof("response") == "success", r.failure
     assert os.listdir(wh) == []
 
@@ -40,7 +44,7 @@ def test_setup_tests_pass_and_leave_nothing(stub, server, tmp_path):
 def test_setup_test_reports_unwritable_warehouse(stub, tmp_path):
     f = tmp_path / "a_file"
     f.write_text("x")
-    r = stub.Test(common_pb2.TestRequest(name="warehouse_writable", configuration={"warehouse_path": str(f / "sub")}))
+    r = stub.Test(common_pb2.TestRequest(name="warehouse_writable", configuration={"warehouse": str(f / "sub")}))
     assert r.WhichOneof("response") == "failure" and "warehouse" in r.failure.lower()
 
 

@@ -161,13 +161,13 @@ def test_engine_failures_name_request_table_phase_and_class_never_values(server,
 
 
 def test_unexpected_failures_say_where_without_their_message():
-    from delta_destination.core.names import quote_ident
+    from delta_destination.names import quote_ident
     from delta_destination.fivetran.servicer import raised_at, request_target
 
     try:
         quote_ident(None)  # AttributeError inside the package
     except AttributeError as exc:
-        assert raised_at(exc).startswith("core/names.py:") and raised_at(exc).endswith("(quote_ident)")
+        assert raised_at(exc).startswith("names.py:") and raised_at(exc).endswith("(quote_ident)")
     assert request_target(pb.WriteBatchRequest(schema_name="s", table=common_pb2.Table(name="T x"))) == " of table s.T x"
     assert request_target(pb.TruncateRequest(schema_name="s", table_name="t")) == " of table s.t"
     assert request_target(pb.MigrateRequest(details=pb.MigrationDetails(schema="s", table="t"))) == " of table s.t"

@@ -338,7 +338,7 @@ def test_keys_secrets_and_values_never_in_logs_or_errors(tmp_path, request):
     srv = _server(tmp_path)
     token = "SECRET-TOKEN-" + uuid.uuid4().hex
     value = "SECRET-VALUE-" + uuid.uuid4().hex
-    config = {"warehouse_path": str(srv.warehouse), "secret_token": token}
+    config = {"warehouse": str(srv.warehouse), "secret_token": token}
     keys: list[bytes] = []
     messages: list[str] = []
     files = tmp_path / "files"

@@ -56,7 +56,7 @@ def test_pinned_pyspark_and_delta_jars_are_a_pair():
 
 
 def test_missing_jars_give_a_clear_error(tmp_path):
-    from delta_destination.core.errors import EngineUnavailable
+    from delta_destination.errors import EngineUnavailable
 
     with pytest.raises(EngineUnavailable, match="make install"):
         sp.delta_jars(tmp_path)
@@ -167,7 +167,7 @@ def test_sigterm_while_the_engine_starts_stops_it_and_removes_its_scratch(tmp_pa
 
 def test_a_stopped_destination_starts_no_engine():
     """A health check still running at shutdown must not start a JVM nobody would stop."""
-    from delta_destination.core.errors import EngineUnavailable
+    from delta_destination.errors import EngineUnavailable
     from delta_destination.engines.session import Engines
     from delta_destination.settings import Settings
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from delta_destination.core import sql
 from delta_destination.core.model import Column, DataType as T, TableSchema
+from delta_destination.engines import statements
 
 TABLE = TableSchema("orders", (
     Column("id", T.INT, primary_key=True),
@@ -12,7 +13,7 @@ TABLE = TableSchema("orders", (
 
 
 def test_properties_and_column_defs():
-    assert sql.properties_sql({"fivetran.schema": "{\"a\":'x'}", "k": "v"}) == \
+    assert statements.properties_sql({"fivetran.schema": "{\"a\":'x'}", "k": "v"}) == \
         "'fivetran.schema' = '{\"a\":\\'x\\'}', 'k' = 'v'"
     assert sql.column_defs(TABLE.columns) == "`id` INT, `a b` STRING, `ts` TIMESTAMP_NTZ"
     assert sql.column_defs([Column("we`ird", T.DECIMAL, precision=20, scale=3)]) == "`we``ird` DECIMAL(20,3)"
@@ -124,12 +125,12 @@ def test_active_after_sql():
 
 
 def test_metadata_only_column_statements():
-    assert sql.rename_column_sql("delta.`/wh/s/t`", "a b", "new `name` é") == \
+    assert statements.rename_column_sql("delta.`/wh/s/t`", "a b", "new `name` é") == \
         "ALTER TABLE delta.`/wh/s/t` RENAME COLUMN `a b` TO `new ``name`` é`"
-    assert sql.rename_column_sql("t1", "id", "ID") == "ALTER TABLE t1 RENAME COLUMN `id` TO `ID`"
-    assert sql.drop_columns_sql("delta.`/wh/s/t`", ["a b", "c=d"]) == \
+    assert statements.rename_column_sql("t1", "id", "ID") == "ALTER TABLE t1 RENAME COLUMN `id` TO `ID`"
+    assert statements.drop_columns_sql("delta.`/wh/s/t`", ["a b", "c=d"]) == \
         "ALTER TABLE delta.`/wh/s/t` DROP COLUMNS (`a b`, `c=d`)"
-    assert sql.drop_columns_sql("t1", ["x"]) == "ALTER TABLE t1 DROP COLUMNS (`x`)"
+    assert statements.drop_columns_sql("t1", ["x"]) == "ALTER TABLE t1 DROP COLUMNS (`x`)"
 
 
 def test_drop_safe_statistics_list_names_only_plain_columns():
@@ -143,3 +144,73 @@ def test_drop_safe_statistics_list_names_only_plain_columns():
         metadata.STATS_COLUMNS: "`id`,`_fivetran_synced`", metadata.NUM_INDEXED: "-1"}
     odd_only = TableSchema("t", (Column("a b", T.STRING), Column("d", T.DECIMAL, precision=10, scale=2)))
     assert metadata.drop_safe_stats_properties(odd_only) == {metadata.STATS_COLUMNS: "", metadata.NUM_INDEXED: "0"}
+
+
+def test_engine_statements():
+    assert statements.set_properties_sql("t1", {"a": "x'y"}) == "ALTER TABLE t1 SET TBLPROPERTIES ('a' = 'x\\'y')"
+    assert statements.register_table_sql("t_1", "s3://b/wh/s/t") == \
+        "CREATE TABLE IF NOT EXISTS t_1 USING delta LOCATION 's3://b/wh/s/t'"
+    assert statements.show_property_sql("delta.`s3a://b/t`", "k") == "SHOW TBLPROPERTIES delta.`s3a://b/t` ('k')"
+    assert statements.drop_table_sql("t_1") == "DROP TABLE IF EXISTS t_1"
+
+
+def test_rewrites_are_selects_the_engine_overwrites_with():
+    current = TableSchema("t", (Column("id", T.INT, primary_key=True), Column("a b", T.STRING), Column("d", T.DOUBLE)))
+    target = TableSchema("t", (Column("id", T.LONG, primary_key=True), Column("a b", T.JSON), Column("n", T.NAIVE_DATE)))
+    assert sql.rewrite_select_sql("t1", current, target) == \
+        "SELECT CAST(`id` AS BIGINT) AS `id`, `a b`, CAST(NULL AS DATE) AS `n` FROM t1"
+    assert sql.recast_select_sql("src", target.columns) == \
+        "SELECT CAST(`id` AS BIGINT) AS `id`, CAST(`a b` AS STRING) AS `a b`, CAST(`n` AS DATE) AS `n` FROM src"
+    assert sql.renamed_select_sql("t1", [("id", "id"), ("a b", "A`b")]) == "SELECT `id` AS `id`, `a b` AS `A``b` FROM t1"
+    assert sql.add_column_select_sql("t1", "v", "p_1", current.columns, Column("new", T.DECIMAL, precision=5, scale=1)) == (
+        "SELECT h.`id`, h.`a b`, h.`d`, CAST(p.`p_1` AS DECIMAL(5,1)) AS `new` FROM t1 h CROSS JOIN v p")
+    assert sql.any_row_sql("t1") == "SELECT 1 FROM t1 LIMIT 1"
+    assert sql.max_sql("t1", "_fivetran_synced") == "SELECT MAX(`_fivetran_synced`) AS m FROM t1"
+    assert sql.probe_insert_sql("t1") == "INSERT INTO t1 VALUES (1)"
+
+
+def test_sync_mode_selects():
+    kept = [Column("id", T.INT), Column("flag", T.BOOLEAN)]
+    assert sql.to_history_select_sql("t1", "v", kept, "flag") == (
+        "SELECT h.`id`, h.`flag`, "
+        "CAST(CASE WHEN COALESCE(h.`flag`, false) THEN p.ep ELSE p.st END AS TIMESTAMP) AS `_fivetran_start`, "
+        "CAST(CASE WHEN COALESCE(h.`flag`, false) THEN p.ep ELSE p.mx END AS TIMESTAMP) AS `_fivetran_end`, "
+        "NOT COALESCE(h.`flag`, false) AS `_fivetran_active` FROM t1 h CROSS JOIN v p")
+    assert sql.latest_versions_select_sql("t1", ["id", "k 2"], ["id", "k 2", "_fivetran_deleted"], "_fivetran_deleted",
+                                          True, "rn_1") == (
+        "SELECT x.`id`, x.`k 2`, COALESCE(NOT x.`_fivetran_active`, false) AS `_fivetran_deleted` FROM "
+        "(SELECT *, ROW_NUMBER() OVER (PARTITION BY `id`, `k 2` ORDER BY `_fivetran_start` DESC) AS rn_1 FROM t1) x "
+        "WHERE x.rn_1 = 1 AND x.`_fivetran_active` = true")
+
+
+HISTORY = TableSchema("h", (Column("id", T.INT, primary_key=True), Column("v", T.STRING),
+                            Column("_fivetran_start", T.UTC_DATETIME, primary_key=True),
+                            Column("_fivetran_end", T.UTC_DATETIME), Column("_fivetran_active", T.BOOLEAN)))
+
+
+def test_history_column_migration_statements():
+    assert sql.history_set_column_merge_sql("t1", "{view}", HISTORY, ["id"], HISTORY.get("v"), adding=False) == (
+        "MERGE INTO t1 AS t USING ("
+        "SELECT h.`id` AS c0, h.`v` AS c1, h.`_fivetran_start` AS c2, CAST(p.te AS TIMESTAMP) AS c3, false AS c4, "
+        "1 AS op FROM t1 h CROSS JOIN {view} p WHERE h.`_fivetran_active` = true AND h.`_fivetran_start` < p.ts "
+        "AND NOT (h.`v` <=> CAST(p.v AS STRING)) "
+        "UNION ALL SELECT h.`id` AS c0, CAST(p.v AS STRING) AS c1, CAST(p.ts AS TIMESTAMP) AS c2, "
+        "CAST(p.mx AS TIMESTAMP) AS c3, true AS c4, 0 AS op FROM t1 h CROSS JOIN {view} p LEFT ANTI JOIN "
+        "(SELECT y.`id` AS k0 FROM t1 y CROSS JOIN {view} p2 WHERE y.`_fivetran_start` = p2.ts) x ON h.`id` = x.k0 "
+        "WHERE h.`_fivetran_active` = true AND h.`_fivetran_start` < p.ts AND NOT (h.`v` <=> CAST(p.v AS STRING)) "
+        "UNION ALL SELECT h.`id` AS c0, CAST(p.v AS STRING) AS c1, h.`_fivetran_start` AS c2, h.`_fivetran_end` AS c3, "
+        "h.`_fivetran_active` AS c4, 2 AS op FROM t1 h CROSS JOIN {view} p WHERE (h.`_fivetran_start` = p.ts OR "
+        "(h.`_fivetran_active` = true AND h.`_fivetran_start` > p.ts)) AND NOT (h.`v` <=> CAST(p.v AS STRING))) AS s "
+        "ON t.`id` = s.c0 AND t.`_fivetran_start` = s.c2 "
+        "WHEN MATCHED AND s.op = 1 THEN UPDATE SET `_fivetran_active` = false, `_fivetran_end` = s.c3 "
+        "WHEN MATCHED AND s.op = 2 THEN UPDATE SET `v` = s.c1 "
+        "WHEN NOT MATCHED AND s.op = 0 THEN INSERT (`id`, `v`, `_fivetran_start`, `_fivetran_end`, `_fivetran_active`) "
+        "VALUES (s.c0, s.c1, s.c2, s.c3, s.c4)")
+    added = HISTORY.with_columns(HISTORY.columns + (Column("n", T.INT),))
+    select = sql.history_add_column_select_sql("t1", "v", added, ["id"], added.get("n"))
+    assert select.startswith("SELECT h.`id` AS `id`, h.`v` AS `v`, h.`_fivetran_start` AS `_fivetran_start`, "
+                             "CASE WHEN h.`_fivetran_active` = true AND h.`_fivetran_start` < p.ts AND "
+                             "CAST(p.v AS INT) IS NOT NULL THEN CAST(p.te AS TIMESTAMP) ELSE h.`_fivetran_end` END")
+    assert select.endswith("LEFT ANTI JOIN (SELECT y.`id` FROM t1 y CROSS JOIN v p2 WHERE y.`_fivetran_start` = p2.ts) "
+                           "x ON h.`id` = x.`id` WHERE h.`_fivetran_active` = true AND h.`_fivetran_start` < p.ts AND "
+                           "CAST(p.v AS INT) IS NOT NULL")

@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, table
-from delta_destination.core.errors import InvalidRequest
+from delta_destination.errors import InvalidRequest
 from delta_destination.core.upkeep import UpkeepOptions
 from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 from testkit.delta_read import delta_version, read_delta_table

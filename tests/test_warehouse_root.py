@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from batch_helpers import batch_file, write_request
-from delta_destination.core.errors import InvalidRequest
+from delta_destination.errors import InvalidRequest
 from delta_destination.engines.dialect import SailDialect, SparkDialect
 from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from rpc_helpers import col, expect_error, table
@@ -57,7 +57,7 @@ def test_configured_root_is_refused_on_sail_and_works_on_spark(server, engine, u
     disk; on Spark the table lands exactly under the root as spelled and reads back."""
     root = tmp_path / "my lake" / "Größe"
     t = table("orders", col("id", "INT", pk=True), col("name", "STRING"))
-    config = {"warehouse_path": str(root)}
+    config = {"warehouse": str(root)}
     create = pb.CreateTableRequest(schema_name=unique_schema, table=t, configuration=config)
     probe = server.stub.Test(common_pb2.TestRequest(name="warehouse_writable", configuration=config))
     if engine == "sail":

@@ -14,8 +14,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from ..core.ddl import validate_columns
-from ..core.errors import InvalidRequest
+from ..core.api import validate_columns
+from ..errors import InvalidRequest
 from ..core.model import Column, DataType, TableSchema
 from ..warehouse import directory_name
 from .errors import CatalogInvalid

@@ -10,8 +10,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..core.errors import InvalidRequest
-from ..settings import ENGINES, Settings
+from ..errors import InvalidRequest
+from ..settings import BOOL, BY_KEY, CHOICE, CONNECTION_FIELDS, NUMBER, Field, Settings, from_environment, from_values, \
+    normalise_keys
 from .errors import ConfigInvalid
 
 DOCS_URL = "https://github.com/fivetran-delta-destination/fivetran-delta-destination/blob/main/docs/airbyte.md"
@@ -19,43 +20,62 @@ DEFAULT_BUFFER_BYTES = 32 * 1024 * 1024  # JSON bytes; buffered records take a f
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024
 DEFAULT_FLUSH_SECONDS = 60.0
 
-CONNECTION_SPECIFICATION = {
-    "$schema": "http://json-schema.org/draft-07/schema#",
-    "title": "Delta Lake Destination Spec",
-    "type": "object",
-    "required": ["warehouse_path"],
-    "additionalProperties": True,
-    "properties": {
-        "warehouse_path": {
-            "title": "Warehouse path", "type": "string", "order": 0,
-            "description": "Directory (or storage URL as the Spark engine sees it) holding <schema>/<table> Delta tables.",
-        },
-        "default_schema": {
-            "title": "Default schema", "type": "string", "default": "airbyte", "order": 1,
-            "description": "Schema (directory) for streams without a namespace.",
-        },
-        "engine": {
-            "title": "Engine", "type": "string", "enum": list(ENGINES), "order": 2,
-            "description": "sail (embedded, default) or spark (Apache Spark + Delta).",
-        },
-        "spark_remote": {
-            "title": "Spark Connect URL", "type": "string", "order": 3, "airbyte_secret": False,
-            "description": "sc://host:port of a remote engine; empty = the embedded engine.",
-        },
-        "buffer_bytes": {
-            "title": "Buffer size (bytes)", "type": "integer", "minimum": 1, "default": DEFAULT_BUFFER_BYTES, "order": 4,
-            "description": "Records buffered (all streams together) before a commit.",
-        },
-        "max_record_bytes": {
-            "title": "Largest record (bytes)", "type": "integer", "minimum": 1024, "default": DEFAULT_MAX_RECORD_BYTES,
-            "order": 5, "description": "Larger records have their largest non-key fields NULLed (noted in _airbyte_meta).",
-        },
-        "flush_interval_seconds": {
-            "title": "Commit interval (seconds)", "type": "number", "minimum": 0, "default": DEFAULT_FLUSH_SECONDS,
-            "order": 6, "description": "Longest time a received STATE waits for its commit and echo.",
-        },
+def schema_property(f: Field, order: int) -> dict:
+    """A settings-schema field as a JSON-schema property of the spec."""
+    prop: dict[str, Any] = {"title": f.label, "description": f.help, "order": order}
+    if f.kind == NUMBER:
+        prop["type"] = "number"
+    elif f.kind == BOOL:
+        prop["type"] = "boolean"
+    else:
+        prop["type"] = "string"
+    if f.kind == CHOICE:
+        prop["enum"] = list(f.choices)
+    if f.secret:
+        prop["airbyte_secret"] = True
+    if f.key == "warehouse":
+        prop["examples"] = ["/data/lakehouse", "s3://bucket/prefix"]
+    return prop
+
+
+DOOR_PROPERTIES = {
+    "default_schema": {
+        "title": "Default schema", "type": "string", "default": "airbyte",
+        "description": "Schema (directory) for streams without a namespace.",
+    },
+    "buffer_bytes": {
+        "title": "Buffer size (bytes)", "type": "integer", "minimum": 1, "default": DEFAULT_BUFFER_BYTES,
+        "description": "Records buffered (all streams together) before a commit.",
+    },
+    "max_record_bytes": {
+        "title": "Largest record (bytes)", "type": "integer", "minimum": 1024, "default": DEFAULT_MAX_RECORD_BYTES,
+        "description": "Larger records have their largest non-key fields NULLed (noted in _airbyte_meta).",
+    },
+    "flush_interval_seconds": {
+        "title": "Commit interval (seconds)", "type": "number", "minimum": 0, "default": DEFAULT_FLUSH_SECONDS,
+        "description": "Longest time a received STATE waits for its commit and echo.",
     },
 }
+
+
+def connection_specification() -> dict:
+    """The settings schema's connection fields (same keys as every surface), then this door's own."""
+    props: dict[str, dict] = {}
+    for i, f in enumerate(CONNECTION_FIELDS):
+        props[f.key] = schema_property(f, i)
+    for j, (key, prop) in enumerate(DOOR_PROPERTIES.items(), start=len(props)):
+        props[key] = {**prop, "order": j}
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Delta Lake Destination Spec",
+        "type": "object",
+        "required": ["warehouse"],
+        "additionalProperties": True,
+        "properties": props,
+    }
+
+
+CONNECTION_SPECIFICATION = connection_specification()
 
 
 def spec() -> dict:
@@ -92,14 +112,21 @@ def _number(raw: Mapping[str, Any], key: str, default, kind, minimum):
 def parse_config(raw: Any) -> DestinationConfig:
     if not isinstance(raw, Mapping):
         raise ConfigInvalid("the config is not a JSON object")
-    warehouse = raw.get("warehouse_path")
+    values = normalise_keys(raw)
+    warehouse = values.get("warehouse")
     if not isinstance(warehouse, str) or not warehouse.strip():
-        raise ConfigInvalid("config field 'warehouse_path' is required")
-    for key in ("default_schema", "engine", "spark_remote"):
-        if raw.get(key) is not None and not isinstance(raw.get(key), str):
-            raise ConfigInvalid(f"config field {key!r} must be a string")
+        raise ConfigInvalid("config field 'warehouse' is required")
+    for f in CONNECTION_FIELDS:
+        v = values.get(f.key)
+        if v is None:
+            continue
+        wanted = {NUMBER: (int, float), BOOL: (bool, str)}.get(f.kind, str)
+        if isinstance(v, bool) and f.kind == NUMBER or not isinstance(v, wanted):
+            raise ConfigInvalid(f"config field {f.key!r} must be a {'number' if f.kind == NUMBER else 'string'}")
+    if raw.get("default_schema") is not None and not isinstance(raw.get("default_schema"), str):
+        raise ConfigInvalid("config field 'default_schema' must be a string")
     try:
-        settings = Settings.create(warehouse.strip(), raw.get("engine"), raw.get("spark_remote"))
+        settings = from_values({**from_environment(), **{k: v for k, v in values.items() if k in BY_KEY and v != ""}})
     except InvalidRequest as exc:
         raise ConfigInvalid(exc.message) from exc
     return DestinationConfig(

@@ -1,9 +1,9 @@
-"""The Airbyte door's own typed errors (the core's live in core/errors.py).
+"""The Airbyte door's own typed errors (the core's live in delta_destination/errors.py).
 
 Which Airbyte failure_type each error becomes is decided in one place, main.py."""
 from __future__ import annotations
 
-from ..core.errors import DestinationError, InvalidRequest
+from ..errors import DestinationError, InvalidRequest
 
 
 class ConfigInvalid(DestinationError):

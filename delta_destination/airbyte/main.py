@@ -12,9 +12,8 @@ import sys
 from typing import Optional
 
 from .. import lineage, logs
-from ..core import errors as core_errors
+from .. import errors
 from ..core.api import DeltaCore
-from ..core.probe import probe_warehouse
 from ..engines.session import Engines
 from .catalog import is_staging_table, plan_catalog
 from .config import load_json_file, parse_config, spec
@@ -27,10 +26,10 @@ log = logs.get("delta_destination.airbyte.main")  # not __name__: this module al
 _FAILURE_TYPES = (
     (ConfigInvalid, "config_error"),
     (CatalogInvalid, "config_error"),
-    (core_errors.UnsafeName, "config_error"),
-    (core_errors.CustomerActionRequired, "config_error"),
-    (core_errors.MemoryBudgetExceeded, "config_error"),  # retrying cannot help; the engine setting can
-    (core_errors.EngineUnavailable, "transient_error"),
+    (errors.UnsafeName, "config_error"),
+    (errors.CustomerActionRequired, "config_error"),
+    (errors.MemoryBudgetExceeded, "config_error"),  # retrying cannot help; the engine setting can
+    (errors.EngineUnavailable, "transient_error"),
 )
 
 
@@ -42,7 +41,7 @@ def failure_type(exc: BaseException) -> str:
 
 
 def answer_error(out: Output, exc: BaseException) -> int:
-    if isinstance(exc, core_errors.DestinationError):
+    if isinstance(exc, errors.DestinationError):
         message = exc.message
         internal = f"{type(exc).__name__}: {exc.message}"
     else:  # unexpected: its text may quote a value, so only the class travels
@@ -69,8 +68,8 @@ def check(out: Output, core: DeltaCore, config_path: str) -> int:
     """Bad config or an unusable warehouse/engine is FAILED with a reason (exit 0)."""
     try:
         config = parse_config(load_json_file(config_path, "config"))
-        failure = probe_warehouse(core.catalog, config.settings)
-    except core_errors.DestinationError as exc:
+        failure = core.probe(config.settings)
+    except errors.DestinationError as exc:
         failure = exc.message
     out.write(connection_status(failure is None, failure))
     return 0

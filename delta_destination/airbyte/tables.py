@@ -19,8 +19,6 @@ generation deletes the staged rows past that mark, because the platform resends 
 """
 from __future__ import annotations
 
-import glob
-import os
 from dataclasses import replace
 from typing import Optional
 
@@ -29,10 +27,8 @@ import pyarrow.compute as pc
 from .. import logs
 from ..core.api import DeltaCore
 from ..core.changes import ChangeSet, Changes, Op
-from ..core.migrations.operations import UNSUPPORTED, DropTable, MigrationDetails
 from ..core.model import TableSchema
 from ..settings import Settings
-from ..warehouse import Warehouse
 from .catalog import COVERED_PROPERTY, GENERATION_ID, STAGING_PREFIX, STAGING_SEQ, Mode, StreamPlan
 from .records import Record, is_cdc_delete, latest_per_key, to_arrow
 
@@ -93,19 +89,10 @@ class StreamTables:
 
     def _drop_stale_staging(self, plan: StreamPlan) -> None:
         """Staging tables of this stream from other generations (an abandoned earlier sync)."""
-        wh = Warehouse(self.settings.warehouse)
-        if not wh.is_local:
-            return
         keep = plan.staging_name()
-        pattern = os.path.join(glob.escape(wh.join(plan.schema)), keep.rsplit("_g", 1)[0] + "_g*")
-        for path in glob.glob(pattern):
-            name = os.path.basename(path)
+        for name in self.core.table_names(self.settings, plan.schema, keep.rsplit("_g", 1)[0] + "_g"):
             if name != keep and name.startswith(STAGING_PREFIX):
-                self._drop(plan.schema, name)
-
-    def _drop(self, schema: str, table: str) -> bool:
-        """False where tables cannot be dropped (object-store warehouses: drops are directory moves)."""
-        return self.core.migrator.migrate(self.settings, MigrationDetails(schema, table, DropTable())) != UNSUPPORTED
+                self.core.drop_table(self.settings, plan.schema, name)
 
     def commit(self, plan: StreamPlan, records: list[Record]) -> int:
         """One Delta commit with the records; returns the number of rows sent."""
@@ -137,12 +124,8 @@ class StreamTables:
                 self.core.tables.delete_outside(self.settings, plan.schema, plan.name, GENERATION_ID,
                                                 below=plan.minimum_generation_id)
             return
-        staging = self.core.catalog.locate(self.settings, plan.schema, plan.staging_name())
-        self.core.tables.replace_contents(self.settings, plan.schema, plan.table, staging.location)
-        if not self._drop(plan.schema, plan.staging_name()):
-            # Kept but emptied, so a later sync of the same generation (PyAirbyte always sends 1)
-            # starts from nothing; its coverage mark only grows, so it stays valid.
-            self.core.tables.delete_outside(self.settings, plan.schema, plan.staging_name(), STAGING_SEQ,
-                                            at_or_above=0)
+        staging = self.core.location(self.settings, plan.schema, plan.staging_name())
+        self.core.tables.replace_contents(self.settings, plan.schema, plan.table, staging)
+        self.core.drop_table(self.settings, plan.schema, plan.staging_name())
         log.info(f"{plan.display}: overwritten with this sync's rows in one commit")
 

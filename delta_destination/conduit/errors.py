@@ -1,7 +1,7 @@
 """Errors of the Conduit door. Like the core's, they carry names and counts, never values."""
 from __future__ import annotations
 
-from ..core.errors import DestinationError, InvalidRequest
+from ..errors import DestinationError, InvalidRequest
 
 
 class HandshakeError(DestinationError):

@@ -13,8 +13,8 @@ from typing import Any, Optional, Protocol
 
 from google.protobuf import json_format
 
-from ..core.errors import InvalidRequest
-from ..core.names import check_column_name, check_path_name
+from ..errors import InvalidRequest
+from ..names import check_column_name, check_path_name
 from .columns import MAX_EXACT_INT
 from .errors import BadRecord
 from .params import ConnectorConfig

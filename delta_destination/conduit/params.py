@@ -9,12 +9,13 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from ..core.names import check_column_name, check_path_name
-from ..core.errors import InvalidRequest
-from ..settings import ENGINES, Settings
+from ..errors import InvalidRequest
+from ..names import check_column_name, check_path_name
+from ..settings import BOOL as SCHEMA_BOOL, BY_KEY, CHOICE, CONNECTION_FIELDS, NUMBER, Field, Settings, \
+    from_environment, from_values, normalise_keys
 from .errors import InvalidConfig
 
-STRING, INT, BOOL, DURATION = "string", "int", "bool", "duration"
+STRING, INT, FLOAT, BOOL, DURATION = "string", "int", "float", "bool", "duration"
 
 
 @dataclass(frozen=True)
@@ -28,12 +29,15 @@ class Param:
     min_value: Optional[int] = None       # for INT: value must be > min_value - 1
 
 
-PARAMS: tuple[Param, ...] = (
-    Param("warehouse", STRING, "", "Root of the Delta tables: a directory or a storage URL as the engine sees it. "
-          "Each table lives at <warehouse>/<schema>/<table>.", required=True),
-    Param("engine", STRING, "", "sail (embedded Sail, or a remote Sail with spark.remote) or spark (Apache Spark + "
-          "Delta). Empty: sail, or spark when spark.remote is set.", choices=("",) + ENGINES),
-    Param("spark.remote", STRING, "", "Spark Connect URL (sc://host:15002) of the engine; empty = the embedded engine."),
+def schema_param(f: Field) -> Param:
+    """A settings-schema field as a connector parameter (same key as on every surface)."""
+    kind = {NUMBER: FLOAT, SCHEMA_BOOL: STRING}.get(f.kind, STRING)
+    choices = ("",) + f.choices if f.kind == CHOICE else ()
+    return Param(f.key, kind, "", f.help + (" (a secret)" if f.secret else ""), required=f.key == "warehouse",
+                 choices=choices)
+
+
+PARAMS: tuple[Param, ...] = tuple(schema_param(f) for f in CONNECTION_FIELDS) + (
     Param("schema", STRING, "conduit", "Schema (directory under the warehouse) that holds the tables."),
     Param("table", STRING, "", "Fixed table name for every record. Empty: the record's opencdc.collection metadata "
           "names the table (a record without it is nacked)."),
@@ -82,6 +86,7 @@ class ConnectorConfig:
 
 def parse_config(raw: Mapping[str, str]) -> ConnectorConfig:
     """Validated settings, or InvalidConfig naming the setting (never echoing secrets)."""
+    raw = normalise_keys(raw)   # older spellings: spark.remote
     unknown = sorted(k for k in raw if k not in BY_NAME and not k.startswith("sdk."))
     if unknown:
         raise InvalidConfig(f"unknown setting(s): {', '.join(unknown)} (known: {', '.join(BY_NAME)})")
@@ -106,7 +111,7 @@ def parse_config(raw: Mapping[str, str]) -> ConnectorConfig:
     except ValueError:
         raise InvalidConfig("setting 'sdk.batch.delay' must be a duration like 500ms or 2s") from None
     try:
-        settings = Settings.create(values["warehouse"], values["engine"] or None, values["spark.remote"] or None)
+        settings = from_values({**from_environment(), **{k: v for k, v in values.items() if k in BY_KEY and v != ""}})
         schema = check_path_name("schema", values["schema"])
         table = check_path_name("table", values["table"]) if values["table"] else None
         key_column = check_column_name(values["key.column"])

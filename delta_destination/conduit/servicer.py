@@ -14,7 +14,8 @@ from typing import Callable, Optional
 import grpc
 
 from .. import logs
-from ..core import errors as core_errors
+from .. import errors
+from ..grpc_status import grpc_status
 from ._proto import destination_pb2 as dpb, destination_pb2_grpc, grpc_controller_pb2, grpc_controller_pb2_grpc
 from ._proto import specifier_pb2_grpc
 from .errors import InvalidConfig
@@ -29,26 +30,8 @@ STOP_WAIT_FOR_RECORD = 60.0     # as the Go SDK: Stop waits up to a minute for t
 STOP_WAIT_FOR_FLUSH = 300.0     # ... and then for its commit (engine retries included)
 PROGRESS_ENV = "CONDUIT_DELTA_PROGRESS_FILE"   # optional: a file that holds the count of acked records
 
-_STATUS = (
-    (core_errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
-    (core_errors.TableNotFound, grpc.StatusCode.NOT_FOUND),
-    (core_errors.UnsupportedOperation, grpc.StatusCode.UNIMPLEMENTED),
-    (core_errors.EngineUnavailable, grpc.StatusCode.UNAVAILABLE),
-    (core_errors.MemoryBudgetExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (core_errors.CustomerActionRequired, grpc.StatusCode.FAILED_PRECONDITION),
-    (core_errors.DestinationError, grpc.StatusCode.INTERNAL),
-)
-
-
-def grpc_status(exc: core_errors.DestinationError) -> grpc.StatusCode:
-    for cls, code in _STATUS:
-        if isinstance(exc, cls):
-            return code
-    return grpc.StatusCode.INTERNAL
-
-
 def nack_message(exc: BaseException) -> str:
-    if isinstance(exc, core_errors.DestinationError):
+    if isinstance(exc, errors.DestinationError):
         return exc.message
     return f"unexpected {type(exc).__name__}; nothing of this record was written"
 
@@ -60,7 +43,7 @@ def rpc(fn):
     def inner(self, request, context):
         try:
             return fn(self, request, context)
-        except core_errors.DestinationError as exc:
+        except errors.DestinationError as exc:
             log.error(f"{name} failed: {exc.message}")
             context.abort(grpc_status(exc), exc.message)
         except Exception as exc:  # noqa: BLE001 - never leak internals or values
@@ -170,7 +153,7 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
         last = bytes(request.last_position)
         start = time.monotonic()
         if not self.pipeline.flush_through(last, STOP_WAIT_FOR_RECORD, STOP_WAIT_FOR_FLUSH):
-            raise core_errors.EngineError("Stop: the last record did not arrive or could not be written in time")
+            raise errors.EngineError("Stop: the last record did not arrive or could not be written in time")
         log.info(f"stopped: everything up to the last position is written and acked ({time.monotonic() - start:.1f}s)")
         return dpb.Destination.Stop.Response()
 

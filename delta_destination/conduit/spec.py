@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ._proto import parameter_pb2, specifier_pb2
-from .params import BOOL, DURATION, INT, PARAMS, STRING
+from .params import BOOL, DURATION, FLOAT, INT, PARAMS, STRING
 
 NAME = "delta-lake"
 VERSION = "v0.1.0"
@@ -15,6 +15,7 @@ DESCRIPTION = (
 AUTHOR = "fivetran-delta-destination"
 
 _TYPES = {STRING: parameter_pb2.Parameter.TYPE_STRING, INT: parameter_pb2.Parameter.TYPE_INT,
+          FLOAT: parameter_pb2.Parameter.TYPE_FLOAT,
           BOOL: parameter_pb2.Parameter.TYPE_BOOL, DURATION: parameter_pb2.Parameter.TYPE_DURATION}
 
 

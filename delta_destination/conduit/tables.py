@@ -16,7 +16,7 @@ import pyarrow as pa
 from .. import logs
 from ..core.api import DeltaCore
 from ..core.changes import ChangeSet, Changes, Op
-from ..core.errors import DestinationError
+from ..errors import DestinationError
 from ..core.model import Column, TableSchema
 from ..core.types import arrow_type
 from .errors import BadRecord, TableWriteFailed

@@ -8,19 +8,17 @@ so a crash leaves the table before or after the request, and a replay converges.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import logs
-from ..engines.dialect import EngineSession
-from ..engines.errors import run_engine
+from ..errors import SchemaMismatch, ValueConversionError
 from ..settings import Settings
-from .catalog import Catalog, TableRef
+from .catalog import Catalog, OpenTable
 from .changes import ChangeSet, Changes, CommitResult, Op
-from .errors import SchemaMismatch, ValueConversionError
 from .key_ranges import keys_cannot_match
 from .memory import check_budget, table_size
 from .model import TableSchema
@@ -123,18 +121,23 @@ def flagged_columns(source: pa.Table) -> set[int]:
     return {int(n[1:]) for n in source.column_names if n.startswith("u")}
 
 
-def guard_merge(settings: Settings, eng: EngineSession, ref: TableRef, source: pa.Table) -> None:
+def guard_merge(t: OpenTable, source: pa.Table) -> None:
     """Refuse (MemoryBudgetExceeded) a MERGE the engine is estimated to grow past the memory
     budget with; only engines whose MERGE memory grows with the table are checked."""
-    if eng.dialect.merge_memory_estimate(0, 0) is None:
+    if t.eng.dialect.merge_memory_estimate(0, 0) is None:
         return
-    size = table_size(ref.location)
+    size = table_size(t.ref)
     if size is None:
         return
-    estimate = eng.dialect.merge_memory_estimate(size.bytes, source.nbytes)
-    log.info(f"merge into {ref.display}: {size.files} files, {size.bytes} bytes; estimated peak {estimate} bytes, "
-             f"budget {settings.memory_budget_bytes}")
-    check_budget(ref.display, eng.dialect.name, size, estimate, settings.memory_budget_bytes)
+    estimate = t.eng.dialect.merge_memory_estimate(size.bytes, source.nbytes)
+    log.info(f"merge into {t.display}: {size.files} files, {size.bytes} bytes; estimated peak {estimate} bytes, "
+             f"budget {t.settings.memory_budget_bytes}")
+    check_budget(t.display, t.eng.name, size, estimate, t.settings.memory_budget_bytes)
+
+
+# Called right before the engine's commit statement, under the table's lock; raises (a
+# DestinationError) to abandon the commit with nothing written: e.g. a door whose host is gone.
+CommitGuard = Callable[[], None]
 
 
 class Writer:
@@ -144,68 +147,69 @@ class Writer:
         self.catalog = catalog
 
     def write(self, settings: Settings, schema: str, table_name: str,
-              read: Callable[[TableSchema], ChangeSet], what: str = "WriteBatch") -> CommitResult:
+              read: Callable[[TableSchema], ChangeSet], what: str = "WriteBatch",
+              guard: Optional[CommitGuard] = None) -> CommitResult:
         """`read` gets the table's current schema (under the table's lock) and returns the
         change set in its types; the whole set is one commit."""
         start = time.monotonic()
-        cat = self.catalog
-        ref = cat.locate(settings, schema, table_name)
-        eng = cat.session(settings)
-        with cat.locked(ref), cat.events.operation(what, schema, table_name, ref.location) as outcome:
-            table = cat.require(eng, ref)
-            outcome.columns = table.columns
+        with self.catalog.opened(settings, schema, table_name, what) as t:
+            table = t.table
             changes = read(table)
             appends = changes.of(Op.APPEND)
             if appends and len(appends) != len(changes.parts):
-                raise SchemaMismatch(f"{what} {ref.display}: appends cannot be mixed with keyed changes in one commit")
-            keys = [] if appends else merge_keys_of(table, ref.display)
+                raise SchemaMismatch(f"{what} {t.display}: appends cannot be mixed with keyed changes in one commit")
+            keys = [] if appends else merge_keys_of(table, t.display)
             for part in changes.parts:
                 check_keys(part, keys)
             for c in changes.newer_by:
                 if not table.has(c):
-                    raise SchemaMismatch(f"{what} {ref.display}: ordering column {c!r} is not in the table")
+                    raise SchemaMismatch(f"{what} {t.display}: ordering column {c!r} is not in the table")
             counts = dict(upserts=changes.count(Op.UPSERT) + changes.count(Op.APPEND), updates=changes.count(Op.UPDATE),
                           deletes=changes.count(Op.DELETE))
             if changes.num_rows == 0:
-                log.info(f"{what} {ref.display}: no rows, nothing to commit")
-                return CommitResult(ref.display, ref.location, **counts, seconds=time.monotonic() - start)
+                log.info(f"{what} {t.display}: no rows, nothing to commit")
+                return CommitResult(t.display, t.ref.location, **counts, seconds=time.monotonic() - start)
             source = merge_source(changes, table, keys)
             if appends:
-                self._append(settings, eng, ref, table, source)
+                self._append(t, source, guard)
             else:
                 check_duplicates(source, table, keys)
-                self._apply(settings, eng, ref, table, keys, source, changes.newer_by)
-            outcome.committed = True
-            outcome.inserted, outcome.updated, outcome.deleted = counts["upserts"], counts["updates"], counts["deletes"]
+                self._apply(t, keys, source, changes.newer_by, guard)
+            t.outcome.committed = True
+            t.outcome.inserted, t.outcome.updated, t.outcome.deleted = counts["upserts"], counts["updates"], counts["deletes"]
         took = time.monotonic() - start
-        log.info(f"{what} {ref.display}: {counts['upserts']} upserts, {counts['updates']} updates, "
+        log.info(f"{what} {t.display}: {counts['upserts']} upserts, {counts['updates']} updates, "
                  f"{counts['deletes']} deletes in one commit, {took:.2f}s")
-        return CommitResult(ref.display, ref.location, **counts, committed=True, seconds=took)
+        return CommitResult(t.display, t.ref.location, **counts, committed=True, seconds=took)
 
-    def _append(self, settings: Settings, eng: EngineSession, ref: TableRef, table: TableSchema,
-                source: pa.Table) -> None:
-        name = self.catalog.sql_name(eng, ref)
-        with eng.dialect.shipped(eng.spark, self.catalog.warehouse(settings), source) as view:
-            sql = insert_sql(name, view, table, OP_APPEND)
-            run_engine(f"append to {ref.display}", lambda: eng.spark.sql(sql).collect())
+    def _append(self, t: OpenTable, source: pa.Table, guard: Optional[CommitGuard]) -> None:
+        with t.eng.shipped(source, t.warehouse) as view:
+            sql = insert_sql(t.sql_name, view, t.table, OP_APPEND)
+            commit(t, f"append to {t.display}", sql, guard)
 
-    def _apply(self, settings: Settings, eng: EngineSession, ref: TableRef, table: TableSchema, keys: list[str],
-               source: pa.Table, newer_by: tuple[str, ...] = ()) -> None:
-        name = self.catalog.sql_name(eng, ref)
-        spark = eng.spark
-        with eng.dialect.shipped(spark, self.catalog.warehouse(settings), source) as view:
-            new_keys_only = keys_cannot_match(ref.location, table, keys, source)  # from the log, no engine
-            if not new_keys_only and eng.dialect.probes_keys_before_merge:
-                probe = key_probe_sql(name, view, table, keys)
-                new_keys_only = not run_engine(f"probe keys of {ref.display}", lambda: spark.sql(probe).collect())
+    def _apply(self, t: OpenTable, keys: list[str], source: pa.Table, newer_by: tuple[str, ...],
+               guard: Optional[CommitGuard]) -> None:
+        name = t.sql_name
+        with t.eng.shipped(source, t.warehouse) as view:
+            new_keys_only = keys_cannot_match(t.ref, t.table, keys, source)  # from the log, no engine
+            if not new_keys_only and t.eng.dialect.probes_keys_before_merge:
+                probe = key_probe_sql(name, view, t.table, keys)
+                new_keys_only = not t.eng.rows(f"probe keys of {t.display}", probe)
             if new_keys_only:
                 # Fast path (initial syncs, new keys): nothing to update or delete, so a plain
                 # append of the upserts -- still one commit, no rewrite of existing files.
-                sql = insert_sql(name, view, table) if OP_UPSERT in source_ops(source) else ""
+                sql = insert_sql(name, view, t.table) if OP_UPSERT in source_ops(source) else ""
                 action = "append to"
             else:
-                guard_merge(settings, eng, ref, source)
-                sql = merge_sql(name, view, table, keys, source_ops(source), flagged_columns(source), newer_by)
+                guard_merge(t, source)
+                sql = merge_sql(name, view, t.table, keys, source_ops(source), flagged_columns(source), newer_by)
                 action = "merge into"
             if sql:
-                run_engine(f"{action} {ref.display}", lambda: spark.sql(sql).collect())
+                commit(t, f"{action} {t.display}", sql, guard)
+
+
+def commit(t: OpenTable, action: str, sql: str, guard: Optional[CommitGuard]) -> None:
+    """The request's one commit statement, after the door's last word (`guard`)."""
+    if guard is not None:
+        guard()
+    t.eng.execute(action, sql)

@@ -3,6 +3,10 @@
 A table's exact column types (Spark's STRING hides JSON/XML/NAIVE_TIME), DECIMAL params,
 string_byte_length and primary key are kept inside the table as the `fivetran.schema`
 property (metadata.py); describe() merges it with the engine's view of the schema.
+
+Every operation on a table opens it the same way (`Catalog.opened`): locate it (refusing
+unsafe names before any work), get the engine session, take the table's lock, announce
+the operation to listeners, and read its schema.
 """
 from __future__ import annotations
 
@@ -11,16 +15,16 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from ..engines.dialect import EngineSession, dialect_for
-from ..engines.errors import run_engine
+from ..engines.dialect import dialect_for
+from ..engines.engine_session import EngineSession
 from ..engines.session import Engines
+from ..errors import InvalidRequest, TableNotFound
 from ..settings import Settings
-from ..warehouse import Warehouse, has_commits, is_url
+from ..warehouse import Warehouse, name_of_component
 from . import metadata
-from .errors import InvalidRequest, TableNotFound
-from .events import Events
+from .events import Events, TableOutcome
+from .metastore import Metastore
 from .model import TableSchema
-from .sql import properties_sql
 from .types import column_from_spark, same_storage
 
 
@@ -29,16 +33,44 @@ class TableRef:
     schema: str
     table: str
     location: str
+    warehouse: Warehouse
 
     @property
     def display(self) -> str:
         return f"{self.schema}.{self.table}"
 
 
+@dataclass
+class OpenTable:
+    """A table opened for one operation: where it is, the engine, what listeners will be told,
+    and its schema when the operation was opened (None if it does not exist)."""
+
+    settings: Settings
+    ref: TableRef
+    eng: EngineSession
+    outcome: TableOutcome
+    table: Optional[TableSchema]
+
+    @property
+    def display(self) -> str:
+        return self.ref.display
+
+    @property
+    def warehouse(self) -> Warehouse:
+        return self.ref.warehouse
+
+    @property
+    def sql_name(self) -> str:
+        """The table's name in the engine's SQL."""
+        return self.eng.table_name(self.ref.location)
+
+
 class Catalog:
     def __init__(self, engines: Engines, events: Optional[Events] = None):
         self.engines = engines
         self.events = events or Events()
+        # Door working tables (events.working_table, set by the door) are never registered.
+        self.metastore = Metastore(engines, lambda schema, table: self.events.working_table(schema, table))
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._meta_cache: dict[str, metadata.StoredMetadata] = {}
@@ -49,11 +81,46 @@ class Catalog:
 
     @staticmethod
     def warehouse(settings: Settings) -> Warehouse:
-        return Warehouse(settings.warehouse)
+        return Warehouse(settings.warehouse, settings.storage)
 
     def locate(self, settings: Settings, schema: str, table: str) -> TableRef:
         dialect_for(settings.engine).check_warehouse_root(settings.warehouse)
-        return TableRef(schema, table, self.warehouse(settings).table_location(schema, table))
+        warehouse = self.warehouse(settings)
+        return TableRef(schema, table, warehouse.table_location(schema, table), warehouse)
+
+    def table_names(self, settings: Settings, schema: str, prefix: str = "") -> list[str]:
+        """Names of the schema's tables (directories holding commits) that start with `prefix`."""
+        wh = self.warehouse(settings)
+        if not wh.can_list:
+            return []
+        out = []
+        for entry in wh.storage.list(wh.schema_location(schema)):
+            name = name_of_component(entry.name) if entry.is_dir else None
+            if name is not None and name.startswith(prefix) and wh.has_commits(entry.location):
+                out.append(name)
+        return sorted(out)
+
+    @contextmanager
+    def opened(self, settings: Settings, schema: str, table: str, operation: Optional[str] = None,
+               require: bool = True, also: tuple[TableRef, ...] = ()) -> Iterator[OpenTable]:
+        """The one way an operation opens a table: located (names checked first), the engine's
+        session, the table's lock (and those of `also`, in a fixed order), a START/COMPLETE/FAIL
+        event when `operation` is named, and the current schema (TableNotFound when `require`)."""
+        ref = self.locate(settings, schema, table)
+        eng = self.session(settings)
+        with self.locked(ref, *also), self._operation(operation, ref) as outcome:
+            current = self.require(eng, ref) if require else self.describe(eng, ref)
+            if current is not None:
+                outcome.columns = current.columns
+            yield OpenTable(settings, ref, eng, outcome, current)
+
+    @contextmanager
+    def _operation(self, operation: Optional[str], ref: TableRef) -> Iterator[TableOutcome]:
+        if operation is None:
+            yield TableOutcome()
+            return
+        with self.events.operation(operation, ref.schema, ref.table, ref.location, ref.warehouse) as outcome:
+            yield outcome
 
     def check_new_name(self, settings: Settings, ref: TableRef) -> None:
         """Before a table is created under `ref`'s name: refuse a name that differs only in case
@@ -80,37 +147,31 @@ class Catalog:
                 stack.enter_context(lock)
             yield
 
-    # ---- naming and forgetting -----------------------------------------------------------------
-    def sql_name(self, eng: EngineSession, ref: TableRef) -> str:
-        return eng.dialect.table_name(eng.spark, ref.location)
-
+    # ---- forgetting ---------------------------------------------------------------------------
     def schema_changed(self, eng: EngineSession, ref: TableRef) -> None:
-        eng.dialect.schema_changed(eng.spark, ref.location)
+        eng.schema_changed(ref.location)
 
     def forget(self, ref: TableRef) -> None:
         self._meta_cache.pop(ref.location, None)
 
     # ---- describing -----------------------------------------------------------------------------
     def exists(self, eng: EngineSession, ref: TableRef) -> bool:
-        if not is_url(ref.location):
-            return has_commits(ref.location)
-        try:
-            eng.spark.read.format("delta").load(ref.location).schema
-            return True
-        except Exception:  # noqa: BLE001 - any failure to load means "no table there"
-            return False
+        """A table exists once its log holds a commit (asked of the storage where the destination
+        can list it, else of the engine)."""
+        if ref.warehouse.can_list:
+            return ref.warehouse.has_commits(ref.location)
+        return eng.has_table(ref.location)
 
     def describe(self, eng: EngineSession, ref: TableRef) -> Optional[TableSchema]:
         if not self.exists(eng, ref):
             return None
-        fields = run_engine(f"describe {ref.display}",
-                            lambda: eng.spark.read.format("delta").load(ref.location).schema.fields)
+        fields = eng.columns(f"describe {ref.display}", ref.location)
         meta = self.stored_metadata(eng, ref)
         by_name = {c.name: c for c in meta.columns} if meta else {}
         cols = []
-        for f in fields:
-            inferred = column_from_spark(f.name, f.dataType.simpleString())
-            stored = by_name.get(f.name)
+        for name, spark_type in fields:
+            inferred = column_from_spark(name, spark_type)
+            stored = by_name.get(name)
             if stored is not None and same_storage(stored, inferred):
                 cols.append(stored)
             elif stored is not None:  # type changed outside our metadata: trust the data
@@ -131,8 +192,7 @@ class Catalog:
         cached = self._meta_cache.get(ref.location)
         if cached is not None:
             return cached
-        texts = run_engine(f"read metadata of {ref.display}",
-                           lambda: eng.dialect.property_values(eng.spark, ref.location, metadata.PROPERTY))
+        texts = eng.property_values(f"read metadata of {ref.display}", ref.location, metadata.PROPERTY)
         meta = metadata.latest(texts)
         if meta is not None:
             self._meta_cache[ref.location] = meta
@@ -159,9 +219,7 @@ class Catalog:
             self.set_metadata(eng, ref, current)
 
     def set_properties(self, eng: EngineSession, ref: TableRef, props: dict[str, str]) -> None:
-        name = self.sql_name(eng, ref)
-        sql = f"ALTER TABLE {name} SET TBLPROPERTIES ({properties_sql(props)})"
-        run_engine(f"set properties of {ref.display}", lambda: eng.spark.sql(sql).collect())
+        eng.set_properties(f"set properties of {ref.display}", ref.location, props)
 
     def prepare_stats_for(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema) -> None:
         """Before data files are rewritten for `target`: no statistics on its DECIMAL columns

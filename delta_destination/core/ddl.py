@@ -12,17 +12,16 @@ from datetime import datetime, timezone
 from typing import Callable, Optional
 
 from .. import logs
-from ..engines.dialect import EngineSession
-from ..engines.errors import run_engine
+from ..engines.engine_session import EngineSession
+from ..errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismatch, TableAlreadyExists
+from ..names import case_clash, check_column_name
 from ..settings import Settings
-from ..warehouse import remove_failed_create
 from . import metadata
-from .catalog import Catalog, TableRef
-from .errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismatch, TableAlreadyExists
+from .catalog import Catalog, OpenTable, TableRef
 from .model import Column, DataType, TableSchema
-from .names import case_clash, check_column_name, quote_ident
 from .notices import notice
-from .sql import altered_values_sql, column_defs, delete_outside_sql, properties_sql, truncate_sql
+from .sql import (altered_values_sql, any_row_sql, column_defs, delete_outside_sql, recast_select_sql, rewrite_select_sql,
+                  truncate_sql)
 from .types import same_storage, spark_type, validate_decimal, value_check
 
 log = logs.get(__name__)
@@ -64,36 +63,34 @@ class Tables:
 
     # ---- create ----------------------------------------------------------------------------
     def create(self, settings: Settings, schema_name: str, schema: TableSchema) -> None:
-        cat = self.catalog
-        ref = cat.locate(settings, schema_name, schema.name)
         validate_columns(schema)
-        eng = cat.session(settings)
-        with cat.locked(ref), cat.events.operation("CreateTable", schema_name, schema.name, ref.location) as outcome:
-            outcome.columns = schema.columns
-            existing = cat.describe(eng, ref)
-            if existing is not None:
-                if equivalent(existing, schema):
-                    log.info(f"CreateTable {ref.display}: already exists with the same columns (replay)")
+        cat = self.catalog
+        with cat.opened(settings, schema_name, schema.name, "CreateTable", require=False) as t:
+            t.outcome.columns = schema.columns
+            if t.table is not None:
+                if equivalent(t.table, schema):
+                    cat.metastore.register(settings, schema_name, schema.name, t.ref.location)
+                    log.info(f"CreateTable {t.display}: already exists with the same columns (replay)")
                     return
-                raise TableAlreadyExists(f"table {ref.display} already exists with different columns")
-            cat.check_new_name(settings, ref)
-            remove_failed_create(ref.location)
-            cat.forget(ref)
-            props = {**eng.dialect.creation_properties(), **metadata.table_properties(schema, 1)}
-            eng.dialect.create_table(eng.spark, ref.location, column_defs(schema.columns), props)
-            cat.remember_created(ref, schema)
-            outcome.committed, outcome.lifecycle = True, "CREATE"
-            log.info(f"CreateTable {ref.display}: created with {len(schema.columns)} columns")
+                raise TableAlreadyExists(f"table {t.display} already exists with different columns")
+            cat.check_new_name(settings, t.ref)
+            cat.metastore.check(settings, schema_name, schema.name)
+            t.warehouse.remove_failed_create(t.ref.location)
+            cat.forget(t.ref)
+            props = {**t.eng.creation_properties(), **metadata.table_properties(schema, 1)}
+            t.eng.create_table(t.ref.location, column_defs(schema.columns), props)
+            cat.remember_created(t.ref, schema)
+            cat.metastore.register(settings, schema_name, schema.name, t.ref.location)
+            t.outcome.committed, t.outcome.lifecycle = True, "CREATE"
+            log.info(f"CreateTable {t.display}: created with {len(schema.columns)} columns")
 
     # ---- alter -----------------------------------------------------------------------------
     def alter(self, settings: Settings, schema_name: str, desired: TableSchema, drop_columns: bool) -> str:
         """Returns a short summary of what changed."""
-        cat = self.catalog
-        ref = cat.locate(settings, schema_name, desired.name)
         validate_columns(desired)
-        eng = cat.session(settings)
-        with cat.locked(ref), cat.events.operation("AlterTable", schema_name, desired.name, ref.location) as outcome:
-            current = cat.require(eng, ref)
+        cat = self.catalog
+        with cat.opened(settings, schema_name, desired.name, "AlterTable") as t:
+            current, eng, ref = t.table, t.eng, t.ref
             want = {c.name: c for c in desired.columns}
             final: list[Column] = []
             changed: list[str] = []
@@ -115,62 +112,47 @@ class Tables:
             target = TableSchema(current.name, tuple(final))
             validate_columns(target)  # an added "ID" next to a kept "id" would mix their values
             old_key, new_key = current.primary_keys, target.primary_keys
-            if old_key != new_key and self._has_rows(eng, ref):
+            if old_key != new_key and self._has_rows(t):
                 notice(f"AlterTable {ref.display}: the primary key changed from ({', '.join(old_key)}) to "
                        f"({', '.join(new_key)}). Delta tables have no key constraints, so stored rows are not "
                        f"re-keyed: where several of them share a value of the new key, later changes apply to "
                        f"each of them; a re-sync of the table makes the rows unique again")
             # In place only when the drop is the whole schema change: Delta has no single statement
             # that drops and adds columns, and one request keeps one schema commit (a rewrite).
-            in_place = (bool(dropped) and not changed and not added
-                        and eng.dialect.drops_in_place(eng.spark, ref.location, dropped))
+            in_place = (bool(dropped) and not changed and not added and eng.drops_in_place(ref.location, dropped))
             if changed or (dropped and not in_place):
                 self.rewrite_columns(eng, ref, current, target)
             else:
                 if dropped:
                     self.drop_in_place(eng, ref, current, dropped)
                 if added:
-                    eng.dialect.add_columns(eng.spark, ref.location, [(c.name, spark_type(c)) for c in added])
+                    eng.add_columns(ref.location, [(c.name, spark_type(c)) for c in added])
             if tuple(final) != tuple(current.columns) or cat.stored_metadata(eng, ref) is None:
                 cat.set_metadata(eng, ref, target)
-                outcome.committed, outcome.lifecycle = True, "ALTER"
-            outcome.columns = target.columns
+                t.outcome.committed, t.outcome.lifecycle = True, "ALTER"
+            t.outcome.columns = target.columns
             summary = f"added {len(added)}, changed type of {len(changed)}, dropped {len(dropped)} columns"
             log.info(f"AlterTable {ref.display}: {summary}")
             return summary
 
-    def _has_rows(self, eng: EngineSession, ref: TableRef) -> bool:
-        sql = f"SELECT 1 FROM {self.catalog.sql_name(eng, ref)} LIMIT 1"
-        return bool(run_engine(f"look for rows in {ref.display}", lambda: eng.spark.sql(sql).collect()))
+    @staticmethod
+    def _has_rows(t: OpenTable) -> bool:
+        return bool(t.eng.rows(f"look for rows in {t.display}", any_row_sql(t.sql_name)))
 
     def rewrite_columns(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema) -> None:
         """Type changes and drops: one overwrite commit with the new schema (no type widening on
         Sail). A narrowing change is checked against the stored values first."""
-        from pyspark.sql import functions as F
-
         cur = {c.name: c for c in current.columns}
         changed = [c.name for c in target.columns if c.name in cur and not same_storage(cur[c.name], c)]
         checked = [(c.name, spark_type(cur[c.name]), spark_type(c), value_check(cur[c.name], c))
                    for c in target.columns if c.name in changed]
         checked = [x for x in checked if x[3] != "none"]
-
-        def go():
-            base = eng.spark.read.format("delta").load(ref.location)
-            cols = []
-            for c in target.columns:
-                if c.name not in cur:
-                    cols.append(F.lit(None).cast(spark_type(c)).alias(c.name))
-                elif same_storage(cur[c.name], c):
-                    cols.append(F.col(quote_ident(c.name)))
-                else:
-                    cols.append(F.col(quote_ident(c.name)).cast(spark_type(c)).alias(c.name))
-            base.select(*cols).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
-
         try:
             if checked:
                 self._refuse_altered_values(eng, ref, checked)
             self.catalog.prepare_stats_for(eng, ref, current, target)
-            run_engine(f"rewrite {ref.display}", go)
+            select = rewrite_select_sql(eng.table_name(ref.location), current, target)
+            eng.overwrite(f"rewrite {ref.display}", ref.location, select)
         except EngineError as exc:
             if changed and not isinstance(exc, EngineUnavailable):
                 # The rewrite is one commit, so nothing changed. A cast the stored values cannot
@@ -189,17 +171,14 @@ class Tables:
         referenced, until those files are rewritten and vacuumed."""
         kept = TableSchema(current.name, tuple(c for c in current.columns if c.name not in dropped))
         self.catalog.set_properties(eng, ref, metadata.drop_safe_stats_properties(kept))
-        eng.dialect.drop_columns(eng.spark, ref.location, dropped)
+        eng.drop_columns(ref.location, dropped)
         self.catalog.schema_changed(eng, ref)
 
     def rewrite_table(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema,
-                      make_df) -> None:
-        """New schema + data in ONE overwrite commit (see change_columns)."""
-
-        def go():
-            make_df().write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
-
-        self.change_columns(eng, ref, current, target, lambda: run_engine(f"rewrite {ref.display}", go))
+                      select_sql: str) -> None:
+        """New schema + data (the query's) in ONE overwrite commit (see change_columns)."""
+        self.change_columns(eng, ref, current, target,
+                            lambda: eng.overwrite(f"rewrite {ref.display}", ref.location, select_sql))
 
     def change_columns(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema,
                        commit: Callable[[], None]) -> None:
@@ -221,32 +200,24 @@ class Tables:
         """The table becomes exactly the rows of the Delta table at `source_location` (same
         column names, the target's types), in one commit: readers see the old rows until then.
         A missing table is created first (empty, then filled)."""
-        from pyspark.sql import functions as F
-
+        validate_columns(target)
         cat = self.catalog
         ref = cat.locate(settings, schema_name, target.name)
-        validate_columns(target)
-        eng = cat.session(settings)
-        if cat.describe(eng, ref) is None:
+        if cat.describe(cat.session(settings), ref) is None:
             self.create(settings, schema_name, target)
-        with cat.locked(ref), cat.events.operation("ReplaceContents", schema_name, target.name, ref.location) as outcome:
-            current = cat.require(eng, ref)
-
-            def make_df():
-                src = eng.spark.read.format("delta").load(source_location)
-                return src.select(*[F.col(quote_ident(c.name)).cast(spark_type(c)).alias(c.name) for c in target.columns])
-
-            self.rewrite_table(eng, ref, current, target, make_df)
-            outcome.committed, outcome.lifecycle, outcome.columns = True, "OVERWRITE", target.columns
-            log.info(f"{ref.display}: contents replaced in one commit")
+        with cat.opened(settings, schema_name, target.name, "ReplaceContents") as t:
+            select = recast_select_sql(t.eng.table_name(source_location), target.columns)
+            self.rewrite_table(t.eng, t.ref, t.table, target, select)
+            t.outcome.committed, t.outcome.lifecycle, t.outcome.columns = True, "OVERWRITE", target.columns
+            log.info(f"{t.display}: contents replaced in one commit")
 
     def _refuse_altered_values(self, eng: EngineSession, ref: TableRef, checked: list[tuple[str, str, str, str]]) -> None:
         """A narrowing type change is done only when no stored value would change beyond what
         the new type means (a DECIMAL scale cut or DOUBLE to INT would otherwise round
         silently; DOUBLE to FLOAT rounds to FLOAT precision by definition, but must not
         overflow)."""
-        sql = altered_values_sql(self.catalog.sql_name(eng, ref), checked)
-        row = run_engine(f"check the values of {ref.display}", lambda: eng.spark.sql(sql).collect())[0]
+        sql = altered_values_sql(eng.table_name(ref.location), checked)
+        row = eng.rows(f"check the values of {ref.display}", sql)[0]
         altered = [name for (name, _, _, _), n in zip(checked, row) if n]
         if altered:
             raise InvalidRequest(
@@ -259,31 +230,21 @@ class Tables:
         """Rows whose integer `column` is below `below`, at or above `at_or_above`, or NULL,
         deleted in one commit (e.g. rows of generations older than a refresh keeps). False when
         the table does not exist."""
-        cat = self.catalog
-        ref = cat.locate(settings, schema_name, table)
-        eng = cat.session(settings)
-        with cat.locked(ref), cat.events.operation("DeleteRows", schema_name, table, ref.location) as outcome:
-            current = cat.describe(eng, ref)
-            if current is None:
+        with self.catalog.opened(settings, schema_name, table, "DeleteRows", require=False) as t:
+            if t.table is None:
                 return False
-            col = current.get(column)
+            col = t.table.get(column)
             if col is None or col.type not in (DataType.SHORT, DataType.INT, DataType.LONG):
-                raise SchemaMismatch(f"{ref.display}: column {column!r} does not exist or is not an integer column")
-            sql = delete_outside_sql(cat.sql_name(eng, ref), column, below, at_or_above)
-            run_engine(f"delete from {ref.display}", lambda: eng.spark.sql(sql).collect())
-            outcome.committed, outcome.columns = True, current.columns
-            log.info(f"{ref.display}: rows outside the kept range of {column} deleted")
+                raise SchemaMismatch(f"{t.display}: column {column!r} does not exist or is not an integer column")
+            t.eng.execute(f"delete from {t.display}", delete_outside_sql(t.sql_name, column, below, at_or_above))
+            t.outcome.committed = True
+            log.info(f"{t.display}: rows outside the kept range of {column} deleted")
             return True
 
     def set_property(self, settings: Settings, schema_name: str, table: str, key: str, value: str) -> None:
         """A door's own marker kept inside the table (one commit), e.g. how far a sync is durable."""
-        cat = self.catalog
-        ref = cat.locate(settings, schema_name, table)
-        eng = cat.session(settings)
-        with cat.locked(ref):
-            cat.require(eng, ref)
-            sql = f"ALTER TABLE {cat.sql_name(eng, ref)} SET TBLPROPERTIES ({properties_sql({key: value})})"
-            run_engine(f"set a property of {ref.display}", lambda: eng.spark.sql(sql).collect())
+        with self.catalog.opened(settings, schema_name, table) as t:
+            t.eng.set_properties(f"set a property of {t.display}", t.ref.location, {key: value})
 
     def property_values(self, settings: Settings, schema_name: str, table: str, key: str) -> list[str]:
         """Every value the property has had (the engines cannot say which is the latest; a door
@@ -292,30 +253,26 @@ class Tables:
         ref = cat.locate(settings, schema_name, table)
         eng = cat.session(settings)
         with cat.locked(ref):
-            return run_engine(f"read properties of {ref.display}",
-                              lambda: eng.dialect.property_values(eng.spark, ref.location, key))
+            return eng.property_values(f"read properties of {ref.display}", ref.location, key)
 
     # ---- truncate --------------------------------------------------------------------------
     def truncate(self, settings: Settings, schema_name: str, table: str, synced_column: str, before: datetime,
                  soft_deleted_column: Optional[str]) -> bool:
         """Returns False when the table does not exist (which is not an error)."""
-        cat = self.catalog
-        ref = cat.locate(settings, schema_name, table)
-        eng = cat.session(settings)
-        with cat.locked(ref), cat.events.operation("Truncate", schema_name, table, ref.location) as outcome:
-            current = cat.describe(eng, ref)
+        with self.catalog.opened(settings, schema_name, table, "Truncate", require=False) as t:
+            current = t.table
             if current is None:
-                log.info(f"Truncate {ref.display}: table does not exist, nothing to do")
+                log.info(f"Truncate {t.display}: table does not exist, nothing to do")
                 return False
             if current.get(synced_column or "") is None:
-                raise SchemaMismatch(f"Truncate {ref.display}: synced column {synced_column!r} does not exist")
+                raise SchemaMismatch(f"Truncate {t.display}: synced column {synced_column!r} does not exist")
             if soft_deleted_column is not None:
                 deleted = current.get(soft_deleted_column)
                 if deleted is None or deleted.type != DataType.BOOLEAN:
                     raise SchemaMismatch(
-                        f"Truncate {ref.display}: soft-delete column {soft_deleted_column!r} does not exist or is not BOOLEAN")
-            sql = truncate_sql(cat.sql_name(eng, ref), synced_column, utc_ms_literal(before), soft_deleted_column)
-            run_engine(f"truncate {ref.display}", lambda: eng.spark.sql(sql).collect())
-            outcome.committed, outcome.lifecycle, outcome.columns = True, "TRUNCATE", current.columns
-            log.info(f"Truncate {ref.display}: {'soft' if soft_deleted_column is not None else 'hard'} truncate done")
+                        f"Truncate {t.display}: soft-delete column {soft_deleted_column!r} does not exist or is not BOOLEAN")
+            sql = truncate_sql(t.sql_name, synced_column, utc_ms_literal(before), soft_deleted_column)
+            t.eng.execute(f"truncate {t.display}", sql)
+            t.outcome.committed, t.outcome.lifecycle = True, "TRUNCATE"
+            log.info(f"Truncate {t.display}: {'soft' if soft_deleted_column is not None else 'hard'} truncate done")
             return True

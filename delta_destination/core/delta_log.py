@@ -1,58 +1,67 @@
-"""Reading a LOCAL Delta table's log directly (no engine): its version and recent properties.
+"""Reading a Delta table's log without the engine: its version, recent properties, a commit's
+metrics, and (through delta-rs, the independent reader) its live files.
 
-Used where the destination works on table directories itself (copies, renames) and to
-report the version a commit wrote. Object-store tables are read through the engine.
+Used where the destination must know something about a table that the engine would take
+seconds to answer (key ranges, the memory guard, the version a commit wrote, a copy's
+marker). Works on every warehouse the destination can list (local disks, S3); callers fall
+back to the engine or to "unknown" elsewhere.
 """
 from __future__ import annotations
 
-import glob
 import json
-import os
 from typing import Optional
 
+from ..warehouse import Warehouse
 
-def delta_version(location: str) -> int:
+
+def delta_version(warehouse: Warehouse, location: str) -> int:
     """The newest commit version in the log, -1 when there is none."""
-    log_dir = os.path.join(location, "_delta_log")
-    best = -1
-    for n in os.listdir(log_dir) if os.path.isdir(log_dir) else ():
-        if len(n) == 25 and n.endswith(".json") and n[:20].isdigit():
-            best = max(best, int(n[:20]))
-    return best
+    return max((int(e.name[:20]) for e in warehouse.commit_entries(location)), default=-1)
 
 
-def latest_property(location: str, key: str) -> Optional[str]:
-    """The value of a table property in the newest metaData action of the JSON commits."""
-    files = sorted(glob.glob(os.path.join(glob.escape(location), "_delta_log", "[0-9]" * 20 + ".json")))
-    for path in reversed(files):
-        metas = []
+def _actions(warehouse: Warehouse, location: str, version: int) -> list[dict]:
+    path = warehouse.join_location(location, "_delta_log", f"{version:020d}.json")
+    try:
+        text = warehouse.storage.read_bytes(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    out = []
+    for line in text.splitlines():
         try:
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    if '"metaData"' in line:
-                        action = json.loads(line)
-                        if isinstance(action, dict) and isinstance(action.get("metaData"), dict):
-                            metas.append(action["metaData"])
-        except (OSError, ValueError):
+            action = json.loads(line)
+        except ValueError:
             continue
+        if isinstance(action, dict):
+            out.append(action)
+    return out
+
+
+def latest_property(warehouse: Warehouse, location: str, key: str) -> Optional[str]:
+    """The value of a table property in the newest metaData action of the JSON commits."""
+    versions = sorted((int(e.name[:20]) for e in warehouse.commit_entries(location)), reverse=True)
+    for version in versions:
+        metas = [a["metaData"] for a in _actions(warehouse, location, version) if isinstance(a.get("metaData"), dict)]
         if metas:
             return (metas[-1].get("configuration") or {}).get(key)
     return None
 
 
-def commit_info(location: str, version: int) -> Optional[dict]:
-    """The commitInfo action of one commit of a local table (None when absent or unreadable)."""
-    path = os.path.join(location, "_delta_log", f"{version:020d}.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if '"commitInfo"' in line:
-                    action = json.loads(line)
-                    info = action.get("commitInfo") if isinstance(action, dict) else None
-                    return info if isinstance(info, dict) else None
-    except (OSError, ValueError):
-        return None
+def commit_info(warehouse: Warehouse, location: str, version: int) -> Optional[dict]:
+    """The commitInfo action of one commit (None when absent or unreadable)."""
+    for action in _actions(warehouse, location, version):
+        info = action.get("commitInfo")
+        if isinstance(info, dict):
+            return info
     return None
+
+
+def open_table(warehouse: Warehouse, location: str):
+    """The table through delta-rs (raises when it cannot be read)."""
+    from deltalake import DeltaTable
+
+    if warehouse.is_local:
+        return DeltaTable(location)
+    return DeltaTable(location, storage_options=warehouse.options.delta_rs())
 
 
 def row_counts(info: Optional[dict]) -> Optional[tuple[int, int, int]]:

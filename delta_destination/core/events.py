@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, Protocol
 
 from .. import logs
-from ..warehouse import is_url
+from ..warehouse import Warehouse
 from .delta_log import commit_info, delta_version, row_counts
 from .model import Column
 
@@ -44,15 +44,15 @@ class TableOutcome:
     extra: dict = field(default_factory=dict)
 
 
-def committed_version(location: str) -> Optional[int]:
+def committed_version(warehouse: Optional[Warehouse], location: str) -> Optional[int]:
     """The version a finished commit wrote: the newest in the table's log, read right after
     the operation -- still under the table's lock for writes, DDL and truncates, so no later
     commit of ours can be counted (migrations lock inside their handlers: a concurrent request
     for the same table could be counted there; Fivetran serialises a table's requests).
-    Local tables only; object-store tables would need an engine round trip (None)."""
-    if not location or is_url(location):
+    None where the destination cannot list the warehouse itself."""
+    if not location or warehouse is None or not warehouse.can_list:
         return None
-    version = delta_version(location)
+    version = delta_version(warehouse, location)
     return version if version >= 0 else None
 
 
@@ -80,7 +80,8 @@ class Events:
                 log.warning(f"a {type(listener).__name__} failed on {method} ({type(exc).__name__}); the write is unaffected")
 
     @contextmanager
-    def operation(self, operation: str, schema: str, table: str, location: str) -> Iterator[TableOutcome]:
+    def operation(self, operation: str, schema: str, table: str, location: str,
+                  warehouse: Optional[Warehouse] = None) -> Iterator[TableOutcome]:
         if not self.listeners:
             yield TableOutcome()
             return
@@ -95,12 +96,12 @@ class Events:
             raise
         if outcome.committed and outcome.version is None:
             try:
-                outcome.version = committed_version(location)
+                outcome.version = committed_version(warehouse, location)
             except OSError:  # reporting only: never fails a write that has committed
                 pass
         if outcome.committed and outcome.version is not None and outcome.inserted is not None:
             # A data write: the rows as the engine counted them, where the commit says.
-            counts = row_counts(commit_info(location, outcome.version))
+            counts = row_counts(commit_info(warehouse, location, outcome.version))
             if counts is not None:
                 outcome.inserted, outcome.updated, outcome.deleted = counts
         self._notify("completed", event, outcome)

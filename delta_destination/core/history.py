@@ -30,20 +30,18 @@ active with the maximum _fivetran_end.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import logs
-from ..engines.dialect import EngineSession
-from ..engines.errors import run_engine
+from ..errors import SchemaMismatch
 from ..settings import Settings
-from .apply import check_keys, guard_merge, positional_arrays
-from .catalog import Catalog, TableRef
+from .apply import CommitGuard, check_keys, commit, guard_merge, positional_arrays
+from .catalog import Catalog, OpenTable
 from .changes import ChangeSet, Changes, CommitResult, Op
-from .errors import SchemaMismatch
 from .model import ACTIVE, END, START, TableSchema
 from .sql import H_CLOSE as OP_CLOSE, H_DELETE as OP_DELETE, H_UPSERT as OP_UPSERT
 from .sql import history_current_versions_sql, history_merge_sql
@@ -82,49 +80,43 @@ class HistoryWriter:
         self.catalog = catalog
 
     def write(self, settings: Settings, schema: str, table_name: str,
-              read: Callable[[TableSchema], ChangeSet], what: str = "WriteHistoryBatch") -> CommitResult:
+              read: Callable[[TableSchema], ChangeSet], what: str = "WriteHistoryBatch",
+              guard: Optional[CommitGuard] = None) -> CommitResult:
         start_time = time.monotonic()
-        cat = self.catalog
-        ref = cat.locate(settings, schema, table_name)
-        eng = cat.session(settings)
-        with cat.locked(ref), cat.events.operation(what, schema, table_name, ref.location) as outcome:
-            table = cat.require(eng, ref)
-            outcome.columns = table.columns
-            keys = history_keys(table, ref.display)
+        with self.catalog.opened(settings, schema, table_name, what) as t:
+            table = t.table
+            keys = history_keys(table, t.display)
             plan = _Planner(table, keys)
             changes = read(table)
             counts = plan.add(changes)
             result = dict(upserts=counts["replace"], updates=counts["update"], deletes=counts["delete"])
             if plan.empty:
-                log.info(f"{what} {ref.display}: no rows, nothing to commit")
-                return CommitResult(ref.display, ref.location, **result, seconds=time.monotonic() - start_time)
-            current = self._current_versions(settings, eng, ref, table, plan)
+                log.info(f"{what} {t.display}: no rows, nothing to commit")
+                return CommitResult(t.display, t.ref.location, **result, seconds=time.monotonic() - start_time)
+            current = self._current_versions(t, plan)
             source = plan.actions(current)
             if source.num_rows:
-                guard_merge(settings, eng, ref, source)
-                name = cat.sql_name(eng, ref)
-                with eng.dialect.shipped(eng.spark, cat.warehouse(settings), source) as view:
-                    sql = history_merge_sql(name, view, table, keys, START, END, ACTIVE)
-                    run_engine(f"merge into {ref.display}", lambda: eng.spark.sql(sql).collect())
-                outcome.committed = True
-                outcome.inserted, outcome.updated, outcome.deleted = counts["replace"] + counts["update"], 0, counts["delete"]
+                guard_merge(t, source)
+                with t.eng.shipped(source, t.warehouse) as view:
+                    sql = history_merge_sql(t.sql_name, view, table, keys, START, END, ACTIVE)
+                    commit(t, f"merge into {t.display}", sql, guard)
+                t.outcome.committed = True
+                t.outcome.inserted, t.outcome.updated, t.outcome.deleted = counts["replace"] + counts["update"], 0, counts["delete"]
         took = time.monotonic() - start_time
         log.info(
-            f"{what} {ref.display}: {counts['earliest']} earliest-start, {counts['update']} update, "
+            f"{what} {t.display}: {counts['earliest']} earliest-start, {counts['update']} update, "
             f"{counts['replace']} replace, {counts['delete']} delete rows in one commit, {took:.2f}s"
         )
-        return CommitResult(ref.display, ref.location, **result, committed=bool(source.num_rows), seconds=took)
+        return CommitResult(t.display, t.ref.location, **result, committed=bool(source.num_rows), seconds=took)
 
-    def _current_versions(self, settings: Settings, eng: EngineSession, ref: TableRef, table: TableSchema,
-                          plan: "_Planner") -> pa.Table:
+    def _current_versions(self, t: OpenTable, plan: "_Planner") -> pa.Table:
         """The stored versions a batch can touch, for the batch's keys: the active one, those at or
         after eff, and the latest one before eff (the version new ones continue from)."""
-        name = self.catalog.sql_name(eng, ref)
-        with eng.dialect.shipped(eng.spark, self.catalog.warehouse(settings), plan.key_starts()) as view:
-            sql = history_current_versions_sql(name, view, plan.keys, START, ACTIVE)
-            got = run_engine("read current versions", lambda: eng.spark.sql(sql).toArrow())
-        cols = [got.column(c.name).cast(arrow_type(c)) for c in table.columns]
-        return pa.Table.from_arrays(cols, names=table.column_names)
+        with t.eng.shipped(plan.key_starts(), t.warehouse) as view:
+            sql = history_current_versions_sql(t.sql_name, view, plan.keys, START, ACTIVE)
+            got = t.eng.arrow("read current versions", sql)
+        cols = [got.column(c.name).cast(arrow_type(c)) for c in t.table.columns]
+        return pa.Table.from_arrays(cols, names=t.table.column_names)
 
 
 class _Planner:

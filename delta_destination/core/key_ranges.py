@@ -19,7 +19,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..warehouse import is_url
+from .delta_log import open_table
 from .model import TableSchema
 
 INTEGER_TYPES = frozenset({"byte", "short", "integer", "long"})
@@ -62,14 +62,13 @@ def source_ranges(source: pa.Table, table: TableSchema, keys: Sequence[str]) -> 
     return out
 
 
-def keys_cannot_match(location: str, table: TableSchema, keys: Sequence[str], source: pa.Table) -> bool:
-    """True when the log proves no source key is stored (local tables only); False when unsure."""
-    if is_url(location) or source.num_rows == 0:
+def keys_cannot_match(ref, table: TableSchema, keys: Sequence[str], source: pa.Table) -> bool:
+    """True when the log proves no source key of the table at `ref` (a catalog.TableRef) is
+    stored; False when unsure (also where the destination cannot read the log itself)."""
+    if not ref.warehouse.can_list or source.num_rows == 0:
         return False
-    from deltalake import DeltaTable
-
     try:
-        dt = DeltaTable(location)
+        dt = open_table(ref.warehouse, ref.location)
         fields = {f.name: f for f in dt.schema().fields}
         files = pa.table(dt.get_add_actions(flatten=True))
     except Exception:  # noqa: BLE001 - unreadable here: let the engine answer
@@ -82,4 +81,3 @@ def keys_cannot_match(location: str, table: TableSchema, keys: Sequence[str], so
         physical = (field.metadata or {}).get(PHYSICAL_NAME, key)
         ranges[physical] = bounds
     return ranges_disjoint(files, ranges)
-

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..warehouse import is_url
-from .errors import MemoryBudgetExceeded
+from ..errors import MemoryBudgetExceeded
+from .delta_log import open_table
 
 GB = 2**30
 
@@ -27,16 +27,16 @@ class TableSize:
     rows: Optional[int]   # None when a writer left no row counts in its statistics
 
 
-def table_size(location: str) -> Optional[TableSize]:
-    """Sum of the live files' `add.size` (and numRecords) of a LOCAL Delta table, read from
-    its log with delta-rs; None for object-store URLs (not measured: no guard there)."""
-    if is_url(location):
+def table_size(ref) -> Optional[TableSize]:
+    """Sum of the live files' `add.size` (and numRecords) of the table at `ref` (a
+    catalog.TableRef), read from its log with delta-rs; None where the destination cannot
+    read the log itself (not measured: no guard there)."""
+    if not ref.warehouse.can_list:
         return None
     import pyarrow as pa
     import pyarrow.compute as pc
-    from deltalake import DeltaTable
 
-    adds = pa.table(DeltaTable(location).get_add_actions(flatten=True))
+    adds = pa.table(open_table(ref.warehouse, ref.location).get_add_actions(flatten=True))
     if adds.num_rows == 0:
         return TableSize(0, 0, 0)
     size = pc.sum(adds.column("size_bytes")).as_py() or 0
@@ -47,7 +47,8 @@ def table_size(location: str) -> Optional[TableSize]:
 
 
 def gb(n: int) -> str:
-    """>>> gb(3 * 2**29)
+    """
+    >>> gb(3 * 2**29)
     '1.5 GB'
     """
     return f"{n / GB:.1f} GB"

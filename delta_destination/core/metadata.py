@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .model import Column, DataType, TableSchema
-from .names import quote_ident
+from ..names import quote_ident
 
 PROPERTY = "fivetran.schema"
 FORMAT_VERSION = 1

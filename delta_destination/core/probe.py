@@ -1,25 +1,24 @@
 """Proving the warehouse and the engine work: a probe Delta table written, read, removed.
 
-Every door's connection check uses it (Fivetran's setup test, Airbyte's `check`)."""
+Every door's connection check uses it (Fivetran's setup test, Airbyte's `check`). The probe
+lives in the warehouse's private area for this process (`_fivetran_probe_<owner>-<id>`) and
+is removed after success and failure alike; one left by a crash is removed at the next start.
+"""
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 from typing import Optional
 
 from ..engines.dialect import dialect_for
-from ..engines.errors import run_engine
+from ..errors import DestinationError
 from ..settings import Settings
-from ..warehouse import Warehouse
-from .errors import DestinationError
 from .model import Column, DataType
-from .sql import column_defs
+from .sql import column_defs, probe_insert_sql, select_sql
 
 
 def probe_warehouse(catalog, settings: Settings) -> Optional[str]:
     """None when a probe table could be written and read back; else a reason the user can act on."""
-    wh = Warehouse(settings.warehouse)
+    wh = catalog.warehouse(settings)
     try:
         dialect_for(settings.engine).check_warehouse_root(wh.root)
     except DestinationError as exc:
@@ -31,15 +30,14 @@ def probe_warehouse(catalog, settings: Settings) -> Optional[str]:
             return f"Cannot create the warehouse directory {wh.root}: {exc.strerror}"
         if not os.access(wh.root, os.W_OK | os.X_OK):
             return f"The warehouse directory {wh.root} is not writable by the destination."
-    probe = wh.join(f"_fivetran_probe_{uuid.uuid4().hex}")
+    probe = wh.new_probe_location()
     eng = None
     try:
         eng = catalog.session(settings)
-        spark, dialect = eng.spark, eng.dialect
-        dialect.create_table(spark, probe, column_defs([Column("id", DataType.INT)]), dialect.creation_properties())
-        name = dialect.table_name(spark, probe)
-        run_engine("write the probe table", lambda: spark.sql(f"INSERT INTO {name} VALUES (1)").collect())
-        rows = run_engine("read the probe table", lambda: spark.read.format("delta").load(probe).collect())
+        eng.create_table(probe, column_defs([Column("id", DataType.INT)]), eng.creation_properties())
+        name = eng.table_name(probe)
+        eng.execute("write the probe table", probe_insert_sql(name))
+        rows = eng.rows("read the probe table", select_sql(name, ["*"]))
         if [r[0] for r in rows] != [1]:
             return "The probe Delta table did not read back what was written."
         return None
@@ -50,8 +48,10 @@ def probe_warehouse(catalog, settings: Settings) -> Optional[str]:
     finally:
         if eng is not None:
             try:
-                eng.dialect.schema_changed(eng.spark, probe)
+                eng.schema_changed(probe)
             except Exception:  # noqa: BLE001 - best effort
                 pass
-        if wh.is_local:
-            shutil.rmtree(probe, ignore_errors=True)
+        try:
+            wh.delete_tree(probe)
+        except Exception:  # noqa: BLE001 - a leftover probe is removed at the next start
+            pass

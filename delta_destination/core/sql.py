@@ -8,97 +8,88 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from .model import Column, TableSchema
-from .names import quote_ident as q, quote_string
+from .model import Column, DataType, TableSchema  # DataType: the examples
+from ..names import quote_ident as q, quote_string
 from .types import FLOAT_MAX, spark_type
 
 # Row operations of a change set's merge source (APPEND rows are inserted without a match).
 OP_UPSERT, OP_UPDATE, OP_DELETE, OP_APPEND = 0, 1, 2, 4
 
 
-def properties_sql(props: dict[str, str]) -> str:
-    """>>> properties_sql({"a.b": "1"})
-    "'a.b' = '1'"
-    """
-    return ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in props.items())
-
-
-def path_identifier(location: str) -> str:
-    """`delta.`/path`` — a path-based Delta table name in Spark SQL.
-
-    >>> path_identifier("/wh/s/t")
-    'delta.`/wh/s/t`'
-    """
-    return "delta." + q(location)
-
-
-def create_table_sql(ident: str, columns_sql: str, properties: dict[str, str], location: str | None = None) -> str:
-    """>>> create_table_sql("delta.`/wh/s/t`", "`id` INT", {"a": "1"})
-    "CREATE TABLE delta.`/wh/s/t` (`id` INT) USING delta TBLPROPERTIES ('a' = '1')"
-    >>> create_table_sql("t_1", "`id` INT", {}, location="/wh/s/t")
-    "CREATE TABLE t_1 (`id` INT) USING delta LOCATION '/wh/s/t'"
-    """
-    sql = f"CREATE TABLE {ident} ({columns_sql}) USING delta"
-    if location is not None:
-        sql += f" LOCATION {quote_string(location)}"
-    if properties:
-        sql += f" TBLPROPERTIES ({properties_sql(properties)})"
-    return sql
-
-
-def add_columns_sql(ident: str, columns: list[tuple[str, str]]) -> str:
-    """>>> add_columns_sql("delta.`/wh/s/t`", [("a b", "INT"), ("c", "STRING")])
-    'ALTER TABLE delta.`/wh/s/t` ADD COLUMNS (`a b` INT, `c` STRING)'
-    """
-    cols = ", ".join(f"{q(n)} {t}" for n, t in columns)
-    return f"ALTER TABLE {ident} ADD COLUMNS ({cols})"
-
-
-def rename_column_sql(ident: str, old: str, new: str) -> str:
-    """Metadata-only on a Delta table with column mapping (the data files keep their
-    physical column names).
-    >>> rename_column_sql("delta.`/wh/s/t`", "a b", "new `name` é")
-    'ALTER TABLE delta.`/wh/s/t` RENAME COLUMN `a b` TO `new ``name`` é`'
-    """
-    return f"ALTER TABLE {ident} RENAME COLUMN {q(old)} TO {q(new)}"
-
-
-def drop_columns_sql(ident: str, names: Sequence[str]) -> str:
-    """Metadata-only on a Delta table with column mapping (the values stay in the data
-    files, unreferenced, until those files are rewritten and vacuumed).
-    >>> drop_columns_sql("delta.`/wh/s/t`", ["a b", "c=d"])
-    'ALTER TABLE delta.`/wh/s/t` DROP COLUMNS (`a b`, `c=d`)'
-    """
-    return f"ALTER TABLE {ident} DROP COLUMNS ({', '.join(q(n) for n in names)})"
-
-
-def optimize_sql(ident: str) -> str:
-    """>>> optimize_sql("delta.`/wh/s/t`")
-    'OPTIMIZE delta.`/wh/s/t`'
-    """
-    return f"OPTIMIZE {ident}"
-
-
-def purge_deletion_vectors_sql(ident: str) -> str:
-    """Rewrites only the files that carry deletion vectors.
-    >>> purge_deletion_vectors_sql("delta.`/wh/s/t`")
-    'REORG TABLE delta.`/wh/s/t` APPLY (PURGE)'
-    """
-    return f"REORG TABLE {ident} APPLY (PURGE)"
-
-
-def vacuum_sql(ident: str, retention_hours: int) -> str:
-    """>>> vacuum_sql("delta.`/wh/s/t`", 168)
-    'VACUUM delta.`/wh/s/t` RETAIN 168 HOURS'
-    """
-    return f"VACUUM {ident} RETAIN {int(retention_hours)} HOURS"
-
-
 def column_defs(columns: Iterable[Column]) -> str:
-    """>>> column_defs([Column("id", DataType.INT), Column("a b", DataType.STRING)])
+    """
+    >>> column_defs([Column("id", DataType.INT), Column("a b", DataType.STRING)])
     '`id` INT, `a b` STRING'
     """
     return ", ".join(f"{q(c.name)} {spark_type(c)}" for c in columns)
+
+
+def any_row_sql(target: str) -> str:
+    """
+    >>> any_row_sql("t1")
+    'SELECT 1 FROM t1 LIMIT 1'
+    """
+    return f"SELECT 1 FROM {target} LIMIT 1"
+
+
+def select_sql(source: str, items: Sequence[str], tail: str = "") -> str:
+    """
+    >>> select_sql("t1 h", ["h.`a`", "CAST(NULL AS INT) AS `b`"])
+    'SELECT h.`a`, CAST(NULL AS INT) AS `b` FROM t1 h'
+    """
+    return f"SELECT {', '.join(items)} FROM {source}" + (f" {tail}" if tail else "")
+
+
+def cast_as(expr: str, col: Column) -> str:
+    """
+    >>> cast_as("`a`", Column("a b", DataType.LONG))
+    'CAST(`a` AS BIGINT) AS `a b`'
+    """
+    return f"CAST({expr} AS {spark_type(col)}) AS {q(col.name)}"
+
+
+def rewrite_select_sql(source: str, current: TableSchema, target: TableSchema) -> str:
+    """The stored rows in `target`'s columns: kept columns as they are, changed types cast,
+    new columns NULL (one overwrite commit writes them, ddl.rewrite_columns).
+    >>> old = TableSchema("t", (Column("id", DataType.INT), Column("a", DataType.STRING)))
+    >>> new = TableSchema("t", (Column("id", DataType.LONG), Column("a", DataType.JSON), Column("n", DataType.NAIVE_DATE)))
+    >>> rewrite_select_sql("t1", old, new)
+    'SELECT CAST(`id` AS BIGINT) AS `id`, `a`, CAST(NULL AS DATE) AS `n` FROM t1'
+    """
+    cur = {c.name: c for c in current.columns}
+    items = []
+    for c in target.columns:
+        if c.name not in cur:
+            items.append(cast_as("NULL", c))
+        elif spark_type(cur[c.name]) == spark_type(c):
+            items.append(q(c.name))
+        else:
+            items.append(cast_as(q(c.name), c))
+    return select_sql(source, items)
+
+
+def recast_select_sql(source: str, columns: Sequence[Column]) -> str:
+    """Every column by name, cast to its type (a table's rows taken into another table's types).
+    >>> recast_select_sql("t1", [Column("a", DataType.INT)])
+    'SELECT CAST(`a` AS INT) AS `a` FROM t1'
+    """
+    return select_sql(source, [cast_as(q(c.name), c) for c in columns])
+
+
+def renamed_select_sql(source: str, pairs: Sequence[tuple[str, str]]) -> str:
+    """Columns under new names, in order (a rename or a copy as one rewrite).
+    >>> renamed_select_sql("t1", [("a", "a"), ("b", "c d")])
+    'SELECT `a` AS `a`, `b` AS `c d` FROM t1'
+    """
+    return select_sql(source, [f"{q(old)} AS {q(new)}" for old, new in pairs])
+
+
+def add_column_select_sql(source: str, view: str, param: str, columns: Sequence[Column], new: Column) -> str:
+    """The stored rows plus a new column holding the one value of `view`'s column `param`.
+    >>> add_column_select_sql("t1", "v", "p", [Column("a", DataType.INT)], Column("n", DataType.LONG))
+    'SELECT h.`a`, CAST(p.`p` AS BIGINT) AS `n` FROM t1 h CROSS JOIN v p'
+    """
+    return select_sql(f"{source} h CROSS JOIN {view} p", [f"h.{q(c.name)}" for c in columns] + [cast_as(f"p.{q(param)}", new)])
 
 
 def value_expr(i: int, col: Column, alias: str = "s") -> str:
@@ -114,7 +105,8 @@ def value_expr(i: int, col: Column, alias: str = "s") -> str:
 
 
 def key_match(table: TableSchema, keys: Sequence[str]) -> str:
-    """>>> key_match(<id, name>, ["id"])
+    """
+    >>> key_match(TableSchema("t", (Column("id", DataType.INT), Column("name", DataType.STRING))), ["id"])
     't.`id` = s.c0'
     """
     names = table.column_names
@@ -124,7 +116,8 @@ def key_match(table: TableSchema, keys: Sequence[str]) -> str:
 def newer_sql(table: TableSchema, columns: Sequence[str]) -> str:
     """The source row is newer than the stored one: columns compared in turn, NULL oldest,
     ties on one column decided by the next; all equal is not newer.
-    >>> newer_sql(<id, cur, at>, ["cur"])
+    >>> t = TableSchema("t", (Column("id", DataType.INT), Column("cur", DataType.LONG), Column("at", DataType.LONG)))
+    >>> newer_sql(t, ["cur"])
     '(s.c1 > t.`cur` OR (s.c1 IS NOT NULL AND t.`cur` IS NULL))'
     """
     names = table.column_names
@@ -144,10 +137,11 @@ def merge_sql(target: str, view: str, table: TableSchema, keys: Sequence[str], o
     """One MERGE applying upserts, partial updates and deletes; `keep_flags` are the columns
     whose source has a u<i> flag (keep the stored value where it is true).
 
-    >>> merge_sql("t1", "v", <id pk, a>, ["id"], {0, 2}, set())
-    'MERGE INTO t1 AS t USING v AS s ON t.`id` = s.c0 WHEN MATCHED AND s.op = 2 THEN DELETE
+    >>> t = TableSchema("t", (Column("id", DataType.INT, primary_key=True), Column("a", DataType.STRING)))
+    >>> print(merge_sql("t1", "v", t, ["id"], {0, 2}, set()))  # doctest: +NORMALIZE_WHITESPACE
+    MERGE INTO t1 AS t USING v AS s ON t.`id` = s.c0 WHEN MATCHED AND s.op = 2 THEN DELETE
      WHEN MATCHED AND s.op <> 2 THEN UPDATE SET `a` = s.c1
-     WHEN NOT MATCHED AND s.op = 0 THEN INSERT (`id`, `a`) VALUES (s.c0, s.c1)'   (one line)
+     WHEN NOT MATCHED AND s.op = 0 THEN INSERT (`id`, `a`) VALUES (s.c0, s.c1)
     """
     sets = []
     for i, c in enumerate(table.columns):
@@ -181,7 +175,7 @@ def insert_sql(target: str, view: str, table: TableSchema, op: int = OP_UPSERT) 
     Positional: `table` must list the Delta table's columns in their order (the catalog's
     describe does). Sail 0.7.2 resolves an INSERT column list case-sensitively against
     lower-cased names and splits names at dots, so `Name` or `a.b` would fail there.
-    >>> insert_sql("t1", "v", <id, a>)
+    >>> insert_sql("t1", "v", TableSchema("t", (Column("id", DataType.INT), Column("a", DataType.STRING))))
     'INSERT INTO t1 SELECT s.c0, s.c1 FROM v AS s WHERE s.op = 0'
     """
     vals = ", ".join(value_expr(i, c) for i, c in enumerate(table.columns))
@@ -190,7 +184,7 @@ def insert_sql(target: str, view: str, table: TableSchema, op: int = OP_UPSERT) 
 
 def key_probe_sql(target: str, view: str, table: TableSchema, keys: Sequence[str]) -> str:
     """Does any key of the source exist in the table? Reads only the key columns.
-    >>> key_probe_sql("t1", "v", <id, a>, ["id"])
+    >>> key_probe_sql("t1", "v", TableSchema("t", (Column("id", DataType.INT), Column("a", DataType.INT))), ["id"])
     'SELECT 1 FROM t1 t JOIN v s ON t.`id` = s.c0 LIMIT 1'
     """
     return f"SELECT 1 FROM {target} t JOIN {view} s ON {key_match(table, keys)} LIMIT 1"
@@ -263,9 +257,9 @@ def history_merge_sql(target: str, view: str, table: TableSchema, keys: Sequence
 
 def set_all_rows_sql(target: str, view: str, column: Column) -> str:
     """column := the one value in the view's column v, on every row whose value differs.
-    >>> set_all_rows_sql("t1", "v", Column("a", DataType.INT))
-    'MERGE INTO t1 AS t USING v AS s ON true WHEN MATCHED AND NOT (t.`a` <=> CAST(s.v AS INT))
-     THEN UPDATE SET `a` = CAST(s.v AS INT)'   (one line)
+    >>> print(set_all_rows_sql("t1", "v", Column("a", DataType.INT)))  # doctest: +NORMALIZE_WHITESPACE
+    MERGE INTO t1 AS t USING v AS s ON true WHEN MATCHED AND NOT (t.`a` <=> CAST(s.v AS INT))
+     THEN UPDATE SET `a` = CAST(s.v AS INT)
     """
     c, v = q(column.name), f"CAST(s.v AS {spark_type(column)})"
     return f"MERGE INTO {target} AS t USING {view} AS s ON true WHEN MATCHED AND NOT (t.{c} <=> {v}) THEN UPDATE SET {c} = {v}"
@@ -276,9 +270,9 @@ def altered_values_sql(target: str, changes: Sequence[tuple[str, str, str, str]]
     beyond what the type change asks for. check "exact": a round trip that does not give the
     value back; "range": a finite value that would overflow FLOAT. Under ANSI mode a cast
     that cannot be done at all fails the query instead.
-    >>> altered_values_sql("t1", [("d", "DECIMAL(20,4)", "DECIMAL(5,1)", "exact")])
-    'SELECT SUM(CASE WHEN `d` IS NOT NULL AND NOT (CAST(CAST(`d` AS DECIMAL(5,1)) AS DECIMAL(20,4)) <=> `d`)
-     THEN 1 ELSE 0 END) AS c0 FROM t1'   (one line)
+    >>> print(altered_values_sql("t1", [("d", "DECIMAL(20,4)", "DECIMAL(5,1)", "exact")]))  # doctest: +NORMALIZE_WHITESPACE
+    SELECT SUM(CASE WHEN `d` IS NOT NULL AND NOT (CAST(CAST(`d` AS DECIMAL(5,1)) AS DECIMAL(20,4)) <=> `d`)
+     THEN 1 ELSE 0 END) AS c0 FROM t1
     """
     sums = []
     for i, (c, old, new, check) in enumerate(changes):
@@ -292,7 +286,8 @@ def altered_values_sql(target: str, changes: Sequence[tuple[str, str, str, str]]
 
 
 def copy_column_sql(target: str, from_column: str, to_column: str) -> str:
-    """>>> copy_column_sql("t1", "a", "b")
+    """
+    >>> copy_column_sql("t1", "a", "b")
     'UPDATE t1 SET `b` = `a` WHERE NOT (`b` <=> `a`)'
     """
     f, t = q(from_column), q(to_column)
@@ -307,3 +302,182 @@ def active_after_sql(target: str, start: str, active: str, ts_utc: str) -> str:
     """
     return (f"SELECT COUNT(*) AS n FROM {target} WHERE {q(active)} = true "
             f"AND {q(start)} > CAST({quote_string(ts_utc)} AS TIMESTAMP)")
+
+
+def history_add_column_select_sql(target: str, view: str, table: TableSchema, keys: Sequence[str], new: Column,
+                                  start: str = "_fivetran_start", end: str = "_fivetran_end",
+                                  active: str = "_fivetran_active") -> str:
+    """The whole history table with column `new` added (`table` lists it), as
+    history_set_column_merge_sql would leave it: active versions that started before the
+    view's `ts` are closed at `te` (ts - 1 ms) and continued by a copy starting at ts, active
+    until `mx`, holding the view's value `v`; versions starting at ts get the value in place;
+    keys that already have a version at ts get no second one. (View columns: ts, te, mx, v.)"""
+    s_, a_ = q(start), q(active)
+    v = f"CAST(p.v AS {spark_type(new)})"
+    open_before = f"h.{a_} = true AND h.{s_} < p.ts AND {v} IS NOT NULL"
+    in_place = f"(h.{s_} = p.ts OR (h.{a_} = true AND h.{s_} > p.ts))"
+
+    def row(insert: bool) -> str:
+        out = []
+        for c in table.columns:
+            if c.name == new.name:
+                e = v if insert else f"CASE WHEN {in_place} THEN {v} END"
+            elif c.name == start and insert:
+                e = f"CAST(p.ts AS {spark_type(c)})"
+            elif c.name == end:
+                e = (f"CAST(p.mx AS {spark_type(c)})" if insert
+                     else f"CASE WHEN {open_before} THEN CAST(p.te AS {spark_type(c)}) ELSE h.{q(c.name)} END")
+            elif c.name == active:
+                e = "true" if insert else f"CASE WHEN {open_before} THEN false ELSE h.{a_} END"
+            else:
+                e = f"h.{q(c.name)}"
+            out.append(f"{e} AS {q(c.name)}")
+        return ", ".join(out)
+
+    taken_on = " AND ".join(f"h.{q(k)} = x.{q(k)}" for k in keys)
+    return (
+        f"SELECT {row(False)} FROM {target} h CROSS JOIN {view} p "
+        f"UNION ALL SELECT {row(True)} FROM {target} h CROSS JOIN {view} p "
+        f"LEFT ANTI JOIN (SELECT {', '.join('y.' + q(k) for k in keys)} FROM {target} y CROSS JOIN {view} p2 "
+        f"WHERE y.{s_} = p2.ts) x ON {taken_on} WHERE {open_before}"
+    )
+
+
+def history_set_column_merge_sql(target: str, view: str, table: TableSchema, keys: Sequence[str], col: Column,
+                                 adding: bool, start: str = "_fivetran_start", end: str = "_fivetran_end",
+                                 active: str = "_fivetran_active") -> str:
+    """One MERGE recording `col := v` (the view's value) as of the view's `ts`:
+    - an active version that started before ts and whose value differs is closed
+      (active = false, end = te = ts - 1 ms) and a copy starting at ts, active until `mx`,
+      gets the value (_fivetran_synced is kept);
+    - versions starting exactly at ts get the value in place, so several migrations with
+      the same operation_timestamp (or a replay) record history once;
+    - an active version starting after ts is refused before (active_after_sql); the
+      in-place branch for it only matters for a table changed between that check and here.
+    Historical versions are never touched; for an added column (`adding`) they keep NULL."""
+    names = table.column_names
+    idx = {n: i for i, n in enumerate(names)}
+    s_, e_, a_, c_ = q(start), q(end), q(active), q(col.name)
+    v = f"CAST(p.v AS {spark_type(col)})"
+    differs = f"NOT (h.{c_} <=> {v})"
+    close, insert, set_ = 1, 0, 2
+
+    def branch(kind: int) -> str:
+        out = []
+        for i, c in enumerate(table.columns):
+            e = f"h.{q(c.name)}"
+            if kind == close and c.name == end:
+                e = f"CAST(p.te AS {spark_type(c)})"
+            elif kind == close and c.name == active:
+                e = "false"
+            elif kind == insert and c.name == start:
+                e = f"CAST(p.ts AS {spark_type(c)})"
+            elif kind == insert and c.name == end:
+                e = f"CAST(p.mx AS {spark_type(c)})"
+            elif kind == insert and c.name == active:
+                e = "true"
+            elif kind in (insert, set_) and c.name == col.name:
+                e = v
+            out.append(f"{e} AS c{i}")
+        return ", ".join(out) + f", {kind} AS op"
+
+    open_before = f"h.{a_} = true AND h.{s_} < p.ts AND {differs}"
+    at_ts = f"(h.{s_} = p.ts OR (h.{a_} = true AND h.{s_} > p.ts{f' AND h.{c_} IS NULL' if adding else ''}))"
+    # keys that already have a version at ts get no second one (it is updated in place)
+    taken_on = " AND ".join(f"h.{q(k)} = x.k{i}" for i, k in enumerate(keys)) or "true"
+    taken = (f"(SELECT {', '.join(f'y.{q(k)} AS k{i}' for i, k in enumerate(keys)) or '1 AS k'} "
+             f"FROM {target} y CROSS JOIN {view} p2 WHERE y.{s_} = p2.ts)")
+    source = (
+        f"SELECT {branch(close)} FROM {target} h CROSS JOIN {view} p WHERE {open_before} "
+        f"UNION ALL SELECT {branch(insert)} FROM {target} h CROSS JOIN {view} p LEFT ANTI JOIN {taken} x ON {taken_on} "
+        f"WHERE {open_before} "
+        f"UNION ALL SELECT {branch(set_)} FROM {target} h CROSS JOIN {view} p WHERE {at_ts} AND {differs}"
+    )
+    on = " AND ".join(f"t.{q(k)} = s.c{idx[k]}" for k in list(keys) + [start])
+    cols = ", ".join(q(n) for n in names)
+    vals = ", ".join(f"s.c{i}" for i in range(len(names)))
+    return (
+        f"MERGE INTO {target} AS t USING ({source}) AS s ON {on} "
+        f"WHEN MATCHED AND s.op = {close} THEN UPDATE SET {a_} = false, {e_} = s.c{idx[end]} "
+        f"WHEN MATCHED AND s.op = {set_} THEN UPDATE SET {c_} = s.c{idx[col.name]} "
+        f"WHEN NOT MATCHED AND s.op = {insert} THEN INSERT ({cols}) VALUES ({vals})"
+    )
+
+
+def max_sql(target: str, column: str) -> str:
+    """
+    >>> max_sql("t1", "_fivetran_synced")
+    'SELECT MAX(`_fivetran_synced`) AS m FROM t1'
+    """
+    return f"SELECT MAX({q(column)}) AS m FROM {target}"
+
+
+def to_history_select_sql(source: str, view: str, kept: Sequence[Column], soft: str | None,
+                          start: str = "_fivetran_start", end: str = "_fivetran_end",
+                          active: str = "_fivetran_active") -> str:
+    """A live table's rows as history versions (view columns st, ep, mx: the start of live rows,
+    the epoch, the maximum end): soft-deleted rows (column `soft`, when given) start and end at
+    the epoch, inactive; the others start at st, end at mx, active.
+    >>> print(to_history_select_sql("t1", "v", [Column("id", DataType.INT)], None))  # doctest: +NORMALIZE_WHITESPACE
+    SELECT h.`id`, CAST(CASE WHEN false THEN p.ep ELSE p.st END AS TIMESTAMP) AS `_fivetran_start`,
+     CAST(CASE WHEN false THEN p.ep ELSE p.mx END AS TIMESTAMP) AS `_fivetran_end`,
+     NOT false AS `_fivetran_active` FROM t1 h CROSS JOIN v p
+    """
+    deleted = f"COALESCE(h.{q(soft)}, false)" if soft else "false"
+    items = [f"h.{q(c.name)}" for c in kept] + [
+        f"CAST(CASE WHEN {deleted} THEN p.ep ELSE p.st END AS TIMESTAMP) AS {q(start)}",
+        f"CAST(CASE WHEN {deleted} THEN p.ep ELSE p.mx END AS TIMESTAMP) AS {q(end)}",
+        f"NOT {deleted} AS {q(active)}",
+    ]
+    return select_sql(f"{source} h CROSS JOIN {view} p", items)
+
+
+def latest_versions_select_sql(source: str, keys: Sequence[str], columns: Sequence[str], soft: str,
+                               drop_inactive: bool, rank: str, start: str = "_fivetran_start",
+                               active: str = "_fivetran_active") -> str:
+    """Each key's latest version (greatest start) with `soft` := NOT active, in `columns`' order;
+    keys whose latest version is inactive left out when `drop_inactive`.
+    >>> print(latest_versions_select_sql("t1", ["id"], ["id", "_fivetran_deleted"], "_fivetran_deleted", False,
+    ...                                  "rn"))  # doctest: +NORMALIZE_WHITESPACE
+    SELECT x.`id`, COALESCE(NOT x.`_fivetran_active`, false) AS `_fivetran_deleted` FROM (SELECT *,
+     ROW_NUMBER() OVER (PARTITION BY `id` ORDER BY `_fivetran_start` DESC) AS rn FROM t1) x WHERE x.rn = 1
+    """
+    items = [f"COALESCE(NOT x.{q(active)}, false) AS {q(c)}" if c == soft else f"x.{q(c)}" for c in columns]
+    ranked = (f"(SELECT *, ROW_NUMBER() OVER (PARTITION BY {', '.join(q(k) for k in keys)} "
+              f"ORDER BY {q(start)} DESC) AS {rank} FROM {source}) x")
+    where = f"WHERE x.{rank} = 1" + (f" AND x.{q(active)} = true" if drop_inactive else "")
+    return select_sql(ranked, items, where)
+
+
+def probe_insert_sql(target: str) -> str:
+    """
+    >>> probe_insert_sql("t1")
+    'INSERT INTO t1 VALUES (1)'
+    """
+    return f"INSERT INTO {target} VALUES (1)"
+
+
+# ---- the Hive Metastore (core/metastore.py) ---------------------------------------------------
+def create_database_sql(db: str) -> str:
+    """
+    >>> create_database_sql("sales")
+    'CREATE DATABASE IF NOT EXISTS `sales`'
+    """
+    return f"CREATE DATABASE IF NOT EXISTS {q(db)}"
+
+
+def register_external_sql(db: str, table: str, location: str) -> str:
+    """An external Delta table entry (the metastore points at the table; dropping the entry
+    keeps the data).
+    >>> register_external_sql("sales", "orders", "s3a://b/wh/sales/orders")
+    "CREATE TABLE IF NOT EXISTS `sales`.`orders` USING delta LOCATION 's3a://b/wh/sales/orders'"
+    """
+    return f"CREATE TABLE IF NOT EXISTS {q(db)}.{q(table)} USING delta LOCATION {quote_string(location)}"
+
+
+def unregister_sql(db: str, table: str) -> str:
+    """
+    >>> unregister_sql("sales", "orders")
+    'DROP TABLE IF EXISTS `sales`.`orders`'
+    """
+    return f"DROP TABLE IF EXISTS {q(db)}.{q(table)}"

@@ -29,7 +29,7 @@ import re
 
 import pyarrow as pa
 
-from .errors import InvalidRequest
+from ..errors import InvalidRequest
 from .model import Column, DataType as FT
 
 _SPARK = {
@@ -120,11 +120,6 @@ def column_from_spark(name: str, spark_simple: str) -> Column:
 def same_storage(a: Column, b: Column) -> bool:
     """True when two Fivetran columns are stored with the same Spark type."""
     return spark_type(a).upper() == spark_type(b).upper()
-
-
-def spark_type_of_field(field) -> str:
-    """Simple-string of a pyspark StructField's type, normalised for comparison."""
-    return field.dataType.simpleString().lower()
 
 
 def type_label(col: Column) -> str:

@@ -17,18 +17,15 @@ Rules:
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 from .. import logs
-from ..engines.errors import run_engine
+from ..errors import InvalidRequest, TableNotFound, UnsupportedOperation
 from ..settings import Settings
-from ..warehouse import Warehouse, last_commit_time
 from .catalog import Catalog, TableRef
-from .errors import InvalidRequest, TableNotFound, UnsupportedOperation
 
 log = logs.get(__name__)
 
@@ -71,16 +68,17 @@ class Upkeep:
 
     def tables(self, settings: Settings, schema: Optional[str] = None, table: Optional[str] = None) -> Iterator[TableRef]:
         """The tables to look after: one, a schema's, or the whole (local) warehouse."""
-        wh = Warehouse(settings.warehouse)
+        wh = self.catalog.warehouse(settings)
         if schema and table:
             yield self.catalog.locate(settings, schema, table)
             return
-        if not wh.is_local:
-            raise InvalidRequest("listing tables needs a local warehouse: name --schema and --table for a storage URL")
-        wanted = wh.schema_location(schema) if schema else None
+        if not wh.can_list:
+            raise InvalidRequest("listing tables needs a warehouse the destination can list (a directory or s3://): "
+                                 "name --schema and --table for other storage URLs")
+        wanted = wh.schema_location(schema).rstrip("/") if schema else None
         for sdir, tdir, location in wh.table_locations():
-            if wanted is None or os.path.dirname(location) == wanted:
-                yield TableRef(sdir, tdir, location)
+            if wanted is None or wh.storage.parent(location) == wanted:
+                yield TableRef(sdir, tdir, location, wh)
 
     def run(self, settings: Settings, ref: TableRef, options: UpkeepOptions, wait: bool = True) -> UpkeepReport:
         report = UpkeepReport(ref.display, ref.location)
@@ -94,13 +92,13 @@ class Upkeep:
             if not self.catalog.exists(eng, ref):
                 raise TableNotFound(f"table {ref.display} does not exist")
             steps = {
-                "compact": lambda: eng.dialect.compact(eng.spark, ref.location),
-                "purge_deletion_vectors": lambda: eng.dialect.purge_deletion_vectors(eng.spark, ref.location),
-                "vacuum": lambda: eng.dialect.vacuum(eng.spark, ref.location, options.retention_hours),
+                "compact": lambda action: eng.compact(action, ref.location),
+                "purge_deletion_vectors": lambda action: eng.purge_deletion_vectors(action, ref.location),
+                "vacuum": lambda action: eng.vacuum(action, ref.location, options.retention_hours),
             }
             for step in STEPS:
                 try:
-                    run_engine(f"{step.replace('_', ' ')} {ref.display}", steps[step])
+                    steps[step](f"{step.replace('_', ' ')} {ref.display}")
                     report.done.append(step)
                 except UnsupportedOperation as exc:
                     report.unsupported[step] = exc.message
@@ -147,7 +145,7 @@ class PeriodicUpkeep:
         for ref in self.upkeep.tables(self.settings):
             if self._stop.is_set():
                 break
-            if time.time() - last_commit_time(ref.location) < self.idle_seconds:
+            if time.time() - ref.warehouse.last_commit_time(ref.location) < self.idle_seconds:
                 continue
             try:
                 reports.append(self.upkeep.run(self.settings, ref, self.options, wait=False))

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import SchemaMismatch
+from ..errors import SchemaMismatch
 from .model import Column, DataType as FT
 from .notices import notice
 from .types import arrow_type, type_label

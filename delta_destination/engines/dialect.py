@@ -1,36 +1,28 @@
 """Engine dialects: the one place where Sail and Apache Spark + Delta differ.
 
-The core speaks portable Spark SQL and DataFrame code; whenever the engines need
-different statements (how a table is named in SQL, how columns are added, how table
-properties are read, how a big Arrow batch reaches the engine) it asks the dialect.
+The engine session (engine_session.py) speaks portable Spark SQL and DataFrame code;
+whenever the engines need different statements (how a table is named in SQL, how columns
+are added, how table properties are read, how a big Arrow batch is staged) it asks the
+dialect. Methods take the Spark Connect session explicitly.
 """
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import uuid
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 
 from .. import logs
-from ..core.names import quote_string
-from ..core.errors import InvalidRequest, UnsupportedOperation
-from ..core.sql import (add_columns_sql, create_table_sql, drop_columns_sql, optimize_sql, path_identifier,
-                        purge_deletion_vectors_sql, rename_column_sql, vacuum_sql)
+from ..errors import InvalidRequest, UnsupportedOperation
+from ..storage import StorageOptions, url_scheme
 from ..warehouse import Warehouse, is_url
 from .errors import run_engine
+from .shipping import staged_as_parquet, staged_in_chunks
+from .statements import (add_columns_sql, create_table_sql, drop_columns_sql, drop_table_sql, optimize_sql,
+                         path_identifier, purge_deletion_vectors_sql, register_table_sql, rename_column_sql,
+                         show_property_sql, vacuum_sql)
 
 log = logs.get(__name__)
-
-# Spark Connect refuses messages over 128 MiB and Sail does not implement the chunked
-# cached-relation upload Apache Spark uses for big local data; above this size a batch
-# is appended to a staging Delta table in chunks instead.
-LOCAL_RELATION_LIMIT = int(os.environ.get("FIVETRAN_DELTA_LOCAL_RELATION_LIMIT", 64 * 1024 * 1024))
-
 
 # Delta column mapping modes under which data files name columns by physical names, so a
 # rename or drop changes only the schema in the log.
@@ -50,6 +42,15 @@ class Dialect:
     # -- where tables can live ---------------------------------------------------------------
     def check_warehouse_root(self, root: str) -> None:
         """Refuse a warehouse root this engine would write somewhere else than asked."""
+
+    def engine_path(self, location: str) -> str:
+        """A canonical location (storage.canonical: `/abs`, `s3://b/k`) as this engine spells it."""
+        return location
+
+    def storage_conf(self, root: str, options: StorageOptions) -> dict[str, str]:
+        """Session settings that let this engine reach the warehouse at `root` with `options`
+        (set on the Spark Connect session, never on a command line)."""
+        return {}
 
     # -- naming tables in SQL ---------------------------------------------------------------
     def table_name(self, spark, location: str) -> str:
@@ -117,77 +118,10 @@ class Dialect:
         return None
 
     # -- shipping Arrow data to the engine ------------------------------------------------------
-    @contextmanager
-    def shipped(self, spark, warehouse: Warehouse, data: pa.Table) -> Iterator[str]:
-        """`data` as a temporary view in the engine; yields the view's name. Up to
-        LOCAL_RELATION_LIMIT as one local relation, bigger batches as the dialect stages them."""
-        if data.nbytes > LOCAL_RELATION_LIMIT:
-            with self.staged(spark, warehouse, data) as view:
-                yield view
-            return
-        view = f"fivetran_src_{uuid.uuid4().hex}"
-        try:
-            with logs.timed(log, f"shipping {data.num_rows} rows to the engine"):
-                spark.createDataFrame(data).createOrReplaceTempView(view)
-            yield view
-        finally:
-            drop_view(spark, view)
-
     def staged(self, spark, warehouse: Warehouse, data: pa.Table):
-        """How a batch over LOCAL_RELATION_LIMIT reaches the engine (a context manager yielding a view)."""
-        return staged_in_chunks(spark, warehouse, data)
-
-
-def drop_view(spark, view: str) -> None:
-    try:
-        spark.catalog.dropTempView(view)
-    except Exception:  # noqa: BLE001 - best effort: the session forgets views at its end
-        pass
-
-
-def chunks(data: pa.Table) -> Iterator[pa.Table]:
-    """Zero-copy slices of `data` of at most ~LOCAL_RELATION_LIMIT bytes each."""
-    rows = max(1, int(data.num_rows * LOCAL_RELATION_LIMIT / max(data.nbytes, 1)))
-    for offset in range(0, data.num_rows, rows):
-        yield data.slice(offset, rows)
-
-
-@contextmanager
-def staged_in_chunks(spark, warehouse: Warehouse, data: pa.Table) -> Iterator[str]:
-    """A batch too big for one local relation, appended in chunks to a private staging Delta
-    table under the warehouse (removed right after, and at start-up after a crash)."""
-    view = f"fivetran_src_{uuid.uuid4().hex}"
-    staging = warehouse.new_staging_location()
-    try:
-        for chunk in chunks(data):
-            run_engine("stage batch chunk",
-                       lambda: spark.createDataFrame(chunk).write.format("delta").mode("append").save(staging))
-        spark.read.format("delta").load(staging).createOrReplaceTempView(view)
-        yield view
-    finally:
-        drop_view(spark, view)
-        warehouse.remove_staging(staging)
-
-
-@contextmanager
-def staged_as_parquet(spark, warehouse: Warehouse, data: pa.Table) -> Iterator[str]:
-    """A batch too big for one local relation, written by pyarrow as Parquet files to a private
-    (0700) staging folder of a local warehouse and read by the engine in parallel (removed
-    right after, and at start-up after a crash)."""
-    import pyarrow.parquet as pq
-
-    view = f"fivetran_src_{uuid.uuid4().hex}"
-    staging = warehouse.new_staging_location()
-    try:
-        os.makedirs(staging, mode=0o700)
-        for i, chunk in enumerate(chunks(data)):
-            pq.write_table(chunk, os.path.join(staging, f"part-{i:05d}.parquet"),
-                           coerce_timestamps="us", allow_truncated_timestamps=False)
-        run_engine("read the staged batch", lambda: spark.read.parquet(staging).createOrReplaceTempView(view))
-        yield view
-    finally:
-        drop_view(spark, view)
-        warehouse.remove_staging(staging)
+        """How a batch over LOCAL_RELATION_LIMIT reaches the engine (a context manager yielding a
+        view name)."""
+        return staged_in_chunks(spark, warehouse, data, self.engine_path)
 
 
 # What Sail 0.7.2 takes literally in a local table location (measured: see check_warehouse_root).
@@ -238,7 +172,8 @@ class SailDialect(Dialect):
     MERGE_BYTES_PER_SOURCE_BYTE = 4
 
     def merge_memory_estimate(self, target_bytes: int, source_bytes: int) -> int | None:
-        """>>> SailDialect().merge_memory_estimate(128 * 2**20, 0) // 2**20
+        """
+        >>> SailDialect().merge_memory_estimate(128 * 2**20, 0) // 2**20
         2688
         """
         return (self.MERGE_BASE_BYTES + self.MERGE_BYTES_PER_TARGET_BYTE * target_bytes
@@ -248,17 +183,17 @@ class SailDialect(Dialect):
         ident = _registered_name(location)
         # Issued every time (a catalog no-op when it exists): a restarted remote engine has
         # lost its session catalog, and a cache here would not know.
-        sql = f"CREATE TABLE IF NOT EXISTS {ident} USING delta LOCATION {quote_string(location)}"
+        sql = register_table_sql(ident, location)
         run_engine("register table", lambda: spark.sql(sql).collect())
         return ident
 
     def schema_changed(self, spark, location: str) -> None:
         ident = _registered_name(location)
-        run_engine("refresh table", lambda: spark.sql(f"DROP TABLE IF EXISTS {ident}").collect())
+        run_engine("refresh table", lambda: spark.sql(drop_table_sql(ident)).collect())
 
     def create_table(self, spark, location: str, columns_sql: str, properties: dict[str, str]) -> None:
         ident = _registered_name(location)
-        spark.sql(f"DROP TABLE IF EXISTS {ident}").collect()  # a stale entry of a dropped table
+        spark.sql(drop_table_sql(ident)).collect()  # a stale entry of a dropped table
         sql = create_table_sql(ident, columns_sql, properties, location=location)
         run_engine("create table", lambda: spark.sql(sql).collect())
 
@@ -317,10 +252,24 @@ class SparkDialect(Dialect):
 
     name = "spark"
 
+    def engine_path(self, location: str) -> str:
+        """Hadoop's S3 client is S3A: `s3://b/k` -> `s3a://b/k`.
+        >>> SparkDialect().engine_path("s3://b/wh/t"), SparkDialect().engine_path("/wh/t")
+        ('s3a://b/wh/t', '/wh/t')
+        """
+        return "s3a://" + location[len("s3://"):] if location.startswith("s3://") else location
+
+    def storage_conf(self, root: str, options: StorageOptions) -> dict[str, str]:
+        """S3A settings for the warehouse's bucket (per bucket, so that one engine can serve
+        buckets with different credentials); empty options leave S3A to its default chain."""
+        if url_scheme(root) != "s3":
+            return {}
+        return s3a_bucket_conf(root.split("://", 1)[1].split("/", 1)[0], options)
+
     def staged(self, spark, warehouse: Warehouse, data: pa.Table):
-        if warehouse.is_local:
-            return staged_as_parquet(spark, warehouse, data)
-        return staged_in_chunks(spark, warehouse, data)
+        if warehouse.can_list:   # pyarrow writes Parquet where the destination can write files itself
+            return staged_as_parquet(spark, warehouse, data, self.engine_path)
+        return staged_in_chunks(spark, warehouse, data, self.engine_path)
 
     # Spark writes INT96 timestamps by default; other readers turn them into nanoseconds,
     # which overflow for dates past 2262 (Fivetran's history end is 9999-12-31).
@@ -379,10 +328,36 @@ class SparkDialect(Dialect):
         spark.sql(vacuum_sql(path_identifier(location), retention_hours)).collect()
 
     def property_values(self, spark, location: str, key: str) -> list[str]:
-        sql = f"SHOW TBLPROPERTIES {path_identifier(location)} ({quote_string(key)})"
+        sql = show_property_sql(path_identifier(location), key)
         rows = spark.sql(sql).collect()
         # A missing key answers one row saying so, with the key column holding the key.
         return [r[1] for r in rows if r[0] == key and not str(r[1]).startswith("Table ")]
+
+
+def s3a_bucket_conf(bucket: str, options: StorageOptions) -> dict[str, str]:
+    """Hadoop S3A's per-bucket settings for `options`.
+    >>> conf = s3a_bucket_conf("b", StorageOptions(endpoint="http://127.0.0.1:8333", region="r"))
+    >>> conf["fs.s3a.bucket.b.endpoint"], conf["fs.s3a.bucket.b.path.style.access"]
+    ('http://127.0.0.1:8333', 'true')
+    """
+    p = f"fs.s3a.bucket.{bucket}."
+    conf = {}
+    if options.endpoint:
+        conf[p + "endpoint"] = options.endpoint
+        conf[p + "connection.ssl.enabled"] = "false" if options.allow_http else "true"
+    if options.region:
+        conf[p + "endpoint.region"] = options.region
+    if options.endpoint or options.path_style is not None:
+        conf[p + "path.style.access"] = "true" if options.effective_path_style else "false"
+    if options.has_keys:
+        conf[p + "access.key"] = options.access_key_id
+        conf[p + "secret.key"] = options.secret_access_key
+        if options.session_token:
+            conf[p + "session.token"] = options.session_token
+            conf[p + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        else:
+            conf[p + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+    return conf
 
 
 DIALECTS = {"sail": SailDialect, "spark": SparkDialect}
@@ -390,11 +365,3 @@ DIALECTS = {"sail": SailDialect, "spark": SparkDialect}
 
 def dialect_for(engine: str) -> Dialect:
     return DIALECTS[engine]()
-
-
-@dataclass(frozen=True)
-class EngineSession:
-    """A Spark Connect session and the dialect of the engine behind it."""
-
-    spark: object
-    dialect: Dialect

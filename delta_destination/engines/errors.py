@@ -9,7 +9,7 @@ import time
 from typing import Callable, TypeVar
 
 from .. import logs
-from ..core.errors import DestinationError, EngineError, EngineUnavailable, UnsupportedTableFeature
+from ..errors import DestinationError, EngineError, EngineUnavailable, UnsupportedTableFeature
 
 T = TypeVar("T")
 log = logs.get(__name__)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import threading
 from .. import logs
-from ..core.errors import EngineUnavailable
+from ..errors import EngineUnavailable
 from ..settings import Settings
-from .dialect import EngineSession, dialect_for
+from .dialect import dialect_for
+from .engine_session import EngineSession
 
 log = logs.get(__name__)
 
@@ -68,7 +69,9 @@ class Engines:
             self._refuse_once_stopped()
             if self._local_spark is not None and not self._local_spark.alive():
                 log.warning("the local Spark engine exited; starting a new one")
-                self._sessions.pop(("spark", self._local_spark.url), None)
+                dead = self._local_spark.url
+                for key in [k for k in self._sessions if k[1] == dead]:
+                    del self._sessions[key]
                 self._local_spark.stop()
                 self._local_spark = None
             if self._local_spark is None:
@@ -78,14 +81,17 @@ class Engines:
             return self._local_spark.url
 
     def get(self, settings: Settings) -> EngineSession:
+        """The session for these settings: one per engine endpoint and storage configuration
+        (a session carries the storage settings of its warehouse)."""
         url = self._url(settings)
-        key = (settings.engine, url)
+        dialect = dialect_for(settings.engine)
+        storage = dialect.storage_conf(settings.warehouse, settings.storage)
+        key = (settings.engine, url, settings.storage.identity() if storage else "")
         with self._lock:
             session = self._sessions.get(key)
             if session is not None:
                 return session
-        dialect = dialect_for(settings.engine)
-        session = EngineSession(connect(url, dialect.session_conf), dialect)
+        session = EngineSession(connect(url, {**dialect.session_conf, **storage}), dialect)
         with self._lock:
             return self._sessions.setdefault(key, session)
 
@@ -100,7 +106,7 @@ class Engines:
     def answers(self, settings: Settings) -> bool:
         """Can the engine be reached, starting (or restarting) a local one if needed?"""
         try:
-            self.get(settings).spark.sql("SELECT 1").collect()
+            self.get(settings).answers()
             return True
         except Exception:  # noqa: BLE001 - any failure means "does not answer"
             return False

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import logs
-from ..core.errors import EngineUnavailable
+from ..errors import EngineUnavailable
 
 log = logs.get(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from ..core import migrations as mig
-from ..core.errors import InvalidRequest
+from ..errors import InvalidRequest
 from ..core.model import Column, DataType, TableSchema
 from ._proto import common_pb2, destination_sdk_pb2 as pb
 from .batch_files import Compression, Encryption, FileFormat, FileParams

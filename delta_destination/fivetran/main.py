@@ -14,11 +14,11 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from .. import lineage, logs
 from ..core.api import DeltaCore
-from ..core.errors import DestinationError
-from ..core.upkeep import DEFAULT_RETENTION_HOURS, PeriodicUpkeep, UpkeepOptions
+from ..errors import DestinationError
+from ..core.upkeep import PeriodicUpkeep, UpkeepOptions
 from ..engines.dialect import dialect_for
 from ..engines.session import Engines
-from ..settings import ENGINES, Settings
+from ..settings import PROCESS, Settings, add_flags, from_flags
 from ..warehouse import Warehouse
 from ._proto import destination_sdk_pb2_grpc
 from .batch_files import FileFormat
@@ -34,21 +34,9 @@ log = logs.get("delta_destination.fivetran.main")  # not __name__: this module a
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="fivetran-delta-destination", description=__doc__)
     p.add_argument("--port", type=int, default=50052)
-    p.add_argument("--warehouse", default="./warehouse", help="directory (or URL) holding <schema>/<table> Delta tables")
-    p.add_argument("--engine", choices=ENGINES, default=None,
-                   help="sail (embedded, default) or spark (Apache Spark + Delta; local unless --spark-remote)")
-    p.add_argument("--spark-remote", default=None, help="Spark Connect URL (sc://host:port) of a remote engine")
-    p.add_argument("--memory-budget-gb", type=float, default=None,
-                   help="refuse a Sail MERGE estimated to need more (default: $DELTA_DESTINATION_MEMORY_BUDGET_GB, "
-                        "else 4 or half the RAM, whichever is less)")
+    add_flags(p, PROCESS)  # the settings schema: --warehouse, --engine, --spark-remote, storage, catalog, upkeep
     p.add_argument("--batch-file-format", choices=["csv", "parquet"], default="csv", help="format answered in Capabilities")
     p.add_argument("--workers", type=int, default=8, help="concurrent requests")
-    p.add_argument("--upkeep-interval-hours", type=float, default=0,
-                   help="compact/purge/vacuum idle tables this often (0 = off; Fivetran's lake destinations: 168)")
-    p.add_argument("--upkeep-idle-minutes", type=float, default=10,
-                   help="periodic upkeep skips tables written less than this long ago")
-    p.add_argument("--vacuum-retention-hours", type=int, default=DEFAULT_RETENTION_HOURS,
-                   help="VACUUM keeps files removed less than this long ago (minimum: Delta's 168)")
     return p.parse_args(argv)
 
 
@@ -105,15 +93,20 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, _frame: signals.append(signum))
     signal.signal(signal.SIGINT, lambda signum, _frame: signals.append(signum))
     try:
-        settings = Settings.create(args.warehouse, args.engine, args.spark_remote, args.memory_budget_gb)
+        settings = from_flags(args)
         dialect_for(settings.engine).check_warehouse_root(settings.warehouse)
-        upkeep_options = UpkeepOptions(retention_hours=args.vacuum_retention_hours)
+        upkeep_options = UpkeepOptions(retention_hours=int(args.vacuum_retention_hours))
     except DestinationError as exc:
         raise SystemExit(f"fivetran-delta-destination: {exc.message}") from None
     engines = Engines()
     core = DeltaCore(engines, door="fivetran")
     lineage_events = lineage.attach(core)  # commit log lines with URIs; OpenLineage/Airflow when configured
-    Warehouse(settings.warehouse).clean_leftovers()
+    try:
+        removed = Warehouse(settings.warehouse, settings.storage).clean_leftovers()
+        if removed:
+            log.info(f"removed {removed} leftover(s) of stopped destination processes from the warehouse")
+    except OSError as exc:  # an unreachable store is reported by the setup tests; start anyway
+        log.warning(f"could not look for leftovers in the warehouse ({type(exc).__name__})")
 
     health_servicer = health.HealthServicer()
     health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -10,7 +10,9 @@ import grpc
 
 from .. import logs
 from ..core.api import DeltaCore
-from ..core import errors as core_errors, notices
+from .. import errors
+from ..grpc_status import grpc_status
+from ..core import notices
 from ..core.migrations import UNSUPPORTED
 from ..settings import Settings
 from ._proto import common_pb2, destination_sdk_pb2 as pb, destination_sdk_pb2_grpc
@@ -20,25 +22,6 @@ from .convert import file_params_from_proto, migration_from_proto, table_from_pr
 from .setup import SETUP_TESTS, configuration_form, run_setup_test
 
 log = logs.get(__name__)
-
-# Most specific first: the first matching class decides the status.
-_STATUS = (
-    (core_errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
-    (core_errors.TableNotFound, grpc.StatusCode.NOT_FOUND),
-    (core_errors.TableAlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
-    (core_errors.UnsupportedOperation, grpc.StatusCode.UNIMPLEMENTED),
-    (core_errors.EngineUnavailable, grpc.StatusCode.UNAVAILABLE),
-    (core_errors.MemoryBudgetExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (core_errors.EngineError, grpc.StatusCode.INTERNAL),
-)
-
-
-def grpc_status(exc: core_errors.DestinationError) -> grpc.StatusCode:
-    for cls, code in _STATUS:
-        if isinstance(exc, cls):
-            return code
-    return grpc.StatusCode.INTERNAL
-
 
 def request_target(request) -> str:
     """' of table <schema>.<table>' for requests that name one (metadata, never values), else ''."""
@@ -65,6 +48,15 @@ def raised_at(exc: BaseException) -> str:
     return where
 
 
+def still_wanted(context):
+    """The commit guard of a write: a request its client cancelled (or whose deadline passed)
+    commits nothing; Fivetran sends the batch again."""
+    def guard() -> None:
+        if not context.is_active():
+            raise errors.RequesterGone("the request was cancelled by its client before its commit; nothing was written")
+    return guard
+
+
 def with_warnings(response, notes: list[str]):
     """A successful response becomes a Warning when the core left notices: the sync goes on
     and the customer sees them (a response holds exactly one of success, warning, task)."""
@@ -87,13 +79,13 @@ def rpc(response_cls):
                 with notices.collecting() as notes:
                     response = fn(self, request, context)
                 return with_warnings(response, notes)
-            except core_errors.CustomerActionRequired as exc:
+            except errors.CustomerActionRequired as exc:
                 log.warning(f"{name}{request_target(request)}: task for the customer: {exc.message}")
                 return response_cls(task=common_pb2.Task(message=exc.message))
-            except core_errors.DestinationError as exc:
+            except errors.DestinationError as exc:
                 log.error(f"{name}{request_target(request)} failed: {exc.message}")
                 message = exc.message
-                if isinstance(exc, core_errors.EngineError):  # an operator reads these: which request, which table
+                if isinstance(exc, errors.EngineError):  # an operator reads these: which request, which table
                     message = f"{name}{request_target(request)} failed: {exc.message}"
                 context.abort(grpc_status(exc), message)
             except Exception as exc:  # noqa: BLE001 - last resort; never leak internals or values
@@ -135,10 +127,10 @@ class DestinationServicer(destination_sdk_pb2_grpc.DestinationConnectorServicer)
     @rpc(common_pb2.TestResponse)
     def Test(self, request, context):
         if request.name not in SETUP_TESTS:
-            raise core_errors.InvalidRequest(f"unknown test {request.name!r}")
+            raise errors.InvalidRequest(f"unknown test {request.name!r}")
         try:
             failure = run_setup_test(request.name, self._settings(request), self.core)
-        except core_errors.DestinationError as exc:
+        except errors.DestinationError as exc:
             failure = exc.message
         if failure:
             log.warning(f"Test {request.name}: failed")
@@ -167,9 +159,9 @@ class DestinationServicer(destination_sdk_pb2_grpc.DestinationConnectorServicer)
     @rpc(pb.TruncateResponse)
     def Truncate(self, request, context):
         if not request.table_name:
-            raise core_errors.InvalidRequest("Truncate needs a table name")
+            raise errors.InvalidRequest("Truncate needs a table name")
         if request.HasField("soft") and not request.soft.deleted_column:
-            raise core_errors.InvalidRequest("soft truncate needs a deleted_column")
+            raise errors.InvalidRequest("soft truncate needs a deleted_column")
         soft = request.soft.deleted_column if request.HasField("soft") else None
         self.core.tables.truncate(self._settings(request), request.schema_name, request.table_name,
                                   request.synced_column, timestamp_to_datetime(request.utc_delete_before), soft)
@@ -179,19 +171,21 @@ class DestinationServicer(destination_sdk_pb2_grpc.DestinationConnectorServicer)
     def WriteBatch(self, request, context):
         table = table_from_proto(request.table).name
         files = self._files(request)
-        self.core.writer.write(self._settings(request), request.schema_name, table, files.read)
+        self.core.writer.write(self._settings(request), request.schema_name, table, files.read,
+                               guard=still_wanted(context))
         return pb.WriteBatchResponse(success=True)
 
     @rpc(pb.WriteBatchResponse)
     def WriteHistoryBatch(self, request, context):
         table = table_from_proto(request.table).name
         files = self._files(request, request.earliest_start_files)
-        self.core.history.write(self._settings(request), request.schema_name, table, files.read)
+        self.core.history.write(self._settings(request), request.schema_name, table, files.read,
+                                guard=still_wanted(context))
         return pb.WriteBatchResponse(success=True)
 
     @rpc(pb.MigrateResponse)
     def Migrate(self, request, context):
-        result = self.core.migrator.migrate(self._settings(request), migration_from_proto(request.details))
+        result = self.core.migrate(self._settings(request), migration_from_proto(request.details))
         if result == UNSUPPORTED:
             return pb.MigrateResponse(unsupported=True)
         return pb.MigrateResponse(success=True)

@@ -8,7 +8,7 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import RunState
 
 from .. import logs
-from ..core.errors import DestinationError
+from ..errors import DestinationError
 from ..core.events import TableEvent, TableOutcome
 from .airflow_assets import AssetEvent
 from .openlineage_events import run_event

@@ -30,7 +30,7 @@ from openlineage.client.facet_v2 import (
     storage_dataset,
 )
 
-from ..core.errors import DestinationError
+from ..errors import DestinationError
 from ..core.events import TableEvent, TableOutcome
 from ..core.types import spark_type
 from .uris import openlineage_name

@@ -13,7 +13,7 @@ from ... import logs
 from ...settings import Settings
 from ..catalog import Catalog
 from ..ddl import Tables
-from ..errors import InvalidRequest
+from ...errors import InvalidRequest
 from .columns import ColumnMigrations
 from .history_columns import HistoryColumnMigrations
 from .operations import (

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ...engines.errors import run_engine
+from ...errors import SchemaMismatch
+from ...names import check_column_name
 from ...settings import Settings
-from ..errors import SchemaMismatch
-from ..names import check_column_name, quote_ident
-from ..sql import copy_column_sql
 from ..notices import notice
-from ..types import same_storage, spark_type, type_label
-from .common import MigrationFamily, new_column, param_name, parse_value, read_table
+from ..sql import add_column_select_sql, copy_column_sql, renamed_select_sql
+from ..types import same_storage, type_label
+from .common import MigrationFamily, new_column, param_name, parse_value
 from .operations import SUCCESS, AddColumnWithDefaultValue, CopyColumn, MigrationDetails, RenameColumn, UpdateColumnValue
 
 
@@ -33,25 +32,20 @@ class ColumnMigrations(MigrationFamily):
             check_column_name(op.to_column)
             target = cur.with_columns(c.with_(name=op.to_column) if c.name == op.from_column else c for c in cur.columns)
 
-            if eng.dialect.renames_in_place(eng.spark, ref.location, op.from_column, op.to_column):
-                self.tables.change_columns(eng, ref, cur, target, lambda: eng.dialect.rename_column(
-                    eng.spark, ref.location, op.from_column, op.to_column))
+            if eng.renames_in_place(ref.location, op.from_column, op.to_column):
+                self.tables.change_columns(eng, ref, cur, target, lambda: eng.rename_column(
+                    ref.location, op.from_column, op.to_column))
                 how = "metadata only, the data files untouched"
             else:
-                def make_df():
-                    from pyspark.sql import functions as F
-
-                    return read_table(eng, ref.location).select(
-                        *[F.col(quote_ident(c.name)).alias(t.name) for c, t in zip(cur.columns, target.columns)])
-
-                self.tables.rewrite_table(eng, ref, cur, target, make_df)
+                select = renamed_select_sql(eng.table_name(ref.location),
+                                            [(c.name, t.name) for c, t in zip(cur.columns, target.columns)])
+                self.tables.rewrite_table(eng, ref, cur, target, select)
                 how = "table rewritten in one commit"
         return SUCCESS, f"rename_column: {op.from_column!r} renamed to {op.to_column!r} ({how})"
 
     def copy_column(self, settings: Settings, d: MigrationDetails, op: CopyColumn):
         ref = self.catalog.locate(settings, d.schema, d.table)
         eng = self.catalog.session(settings)
-        spark = eng.spark
         with self.catalog.locked(ref):
             cur = self.catalog.require(eng, ref)
             src = cur.get(op.from_column)
@@ -63,19 +57,14 @@ class ColumnMigrations(MigrationFamily):
             if existing is not None:
                 if not same_storage(existing, src):
                     raise SchemaMismatch(f"copy_column: column {op.to_column!r} already exists with another type")
-                sql = copy_column_sql(self.catalog.sql_name(eng, ref), op.from_column, op.to_column)
-                run_engine(f"copy column in {ref.display}", lambda: spark.sql(sql).collect())
+                sql = copy_column_sql(eng.table_name(ref.location), op.from_column, op.to_column)
+                eng.execute(f"copy column in {ref.display}", sql)
                 return SUCCESS, f"copy_column: {op.to_column!r} exists, values copied where they differed"
             check_column_name(op.to_column)
             target = cur.with_columns(cur.columns + (src.with_(name=op.to_column, primary_key=False),))
 
-            def make_df():
-                from pyspark.sql import functions as F
-
-                return read_table(eng, ref.location).select(
-                    *[F.col(quote_ident(c.name)) for c in cur.columns], F.col(quote_ident(src.name)).alias(op.to_column))
-
-            self.tables.rewrite_table(eng, ref, cur, target, make_df)
+            pairs = [(c.name, c.name) for c in cur.columns] + [(src.name, op.to_column)]
+            self.tables.rewrite_table(eng, ref, cur, target, renamed_select_sql(eng.table_name(ref.location), pairs))
         return SUCCESS, f"copy_column: {op.from_column!r} copied to new column {op.to_column!r}"
 
     def add_column_with_default_value(self, settings: Settings, d: MigrationDetails, op: AddColumnWithDefaultValue):
@@ -83,7 +72,6 @@ class ColumnMigrations(MigrationFamily):
         ref = self.catalog.locate(settings, d.schema, d.table)
         new = new_column(op.column, op.column_type)
         eng = self.catalog.session(settings)
-        spark = eng.spark
         with self.catalog.locked(ref):
             cur = self.catalog.require(eng, ref)
             existing = cur.get(new.name)
@@ -100,15 +88,9 @@ class ColumnMigrations(MigrationFamily):
             target = cur.with_columns(cur.columns + (new,))
             param = param_name(cur)
 
-            def make_df():
-                from pyspark.sql import functions as F
-
-                p = spark.createDataFrame(pa.table({param: value}))
-                return read_table(eng, ref.location).crossJoin(p).select(
-                    *[F.col(quote_ident(c.name)) for c in cur.columns],
-                    F.col(param).cast(spark_type(new)).alias(new.name))
-
-            self.tables.rewrite_table(eng, ref, cur, target, make_df)
+            with eng.shipped(pa.table({param: value}), ref.warehouse) as view:
+                select = add_column_select_sql(eng.table_name(ref.location), view, param, cur.columns, new)
+                self.tables.rewrite_table(eng, ref, cur, target, select)
         return SUCCESS, f"{what}: column {new.name!r} added with its default (one commit)"
 
     def update_column_value(self, settings: Settings, d: MigrationDetails, op: UpdateColumnValue):

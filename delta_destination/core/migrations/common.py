@@ -24,14 +24,13 @@ from typing import Optional
 
 import pyarrow as pa
 
-from ...engines.dialect import EngineSession
-from ...engines.errors import run_engine
+from ...engines.engine_session import EngineSession
 from ...settings import Settings
 from ..catalog import Catalog, TableRef
 from ..ddl import Tables
-from ..errors import CustomerActionRequired, InvalidRequest, SchemaMismatch, ValueConversionError
+from ...errors import CustomerActionRequired, InvalidRequest, SchemaMismatch, ValueConversionError
 from ..model import ACTIVE, END, START, Column, DataType, TableSchema
-from ..names import check_column_name
+from ...names import check_column_name
 from ..sql import set_all_rows_sql
 from ..types import arrow_type, type_label, validate_decimal
 from ..values import ConversionFailed, convert_text
@@ -119,10 +118,6 @@ def param_name(cur: TableSchema) -> str:
             return name
 
 
-def read_table(eng: EngineSession, location: str):
-    return eng.spark.read.format("delta").load(location)
-
-
 class MigrationFamily:
     """Base of the per-family handlers: the catalog and the shared one-commit steps."""
 
@@ -136,13 +131,12 @@ class MigrationFamily:
 
     def run_merge(self, eng: EngineSession, settings: Settings, ref: TableRef, source: pa.Table, sql_template: str) -> None:
         """Ship `source` to the engine and run the MERGE (`{view}` in the template names it)."""
-        with eng.dialect.shipped(eng.spark, self.catalog.warehouse(settings), source) as view:
-            sql = sql_template.replace("{view}", view)
-            run_engine(f"merge into {ref.display}", lambda: eng.spark.sql(sql).collect())
+        with eng.shipped(source, ref.warehouse) as view:
+            eng.execute(f"merge into {ref.display}", sql_template.replace("{view}", view))
 
     def set_all_rows(self, eng: EngineSession, settings: Settings, ref: TableRef, col: Column, value: pa.Array) -> None:
         """column := value on every row whose value differs, in one MERGE (no commit if none)."""
-        sql = set_all_rows_sql(self.catalog.sql_name(eng, ref), "{view}", col)
+        sql = set_all_rows_sql(eng.table_name(ref.location), "{view}", col)
         self.run_merge(eng, settings, ref, pa.table({"v": value}), sql)
 
     @staticmethod
@@ -151,5 +145,5 @@ class MigrationFamily:
             return fn()
         except OSError as exc:
             raise CustomerActionRequired(
-                f"{action} failed: the warehouse directory refused it ({type(exc).__name__}: {exc.strerror or 'error'})"
+                f"{action} failed: the warehouse refused it ({type(exc).__name__}: {exc.strerror or 'error'})"
             ) from exc

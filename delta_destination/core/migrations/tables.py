@@ -1,92 +1,135 @@
-"""Table migrations: drop, rename and copy (also copy to history mode) -- atomic directory
-moves, so they need a local warehouse (on a storage URL they answer unsupported)."""
+"""Table migrations: drop, rename and copy (also copy to history mode).
+
+Readers must see each table appear or vanish in one step. How, by warehouse:
+- A local disk has atomic directory renames: a drop moves the table into the trash, a
+  rename moves its directory, a copy is written to a hidden directory next to its target
+  and moved into place. The table's history moves with it.
+- An object store has no renames. A copy is written straight to its target by the engine:
+  the table appears with its first (and only) commit, which holds every row. A rename is
+  that copy followed by a drop of the source; a replay that finds both finishes the drop
+  (the copy carries a marker naming its source and version). A drop first commits an empty
+  version (readers see no rows from then on), then deletes the files. Both leave a note in
+  the warehouse's trash first, so what a crash interrupts is finished at the next start.
+  A renamed table starts a new history (one commit); time travel to before the rename is
+  not kept.
+"""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import threading
-import uuid
 from typing import Optional
 
-from ...engines.dialect import EngineSession
-from ...engines.errors import run_engine
+from ...engines.engine_session import EngineSession
+from ...errors import InvalidRequest, SchemaMismatch, TableAlreadyExists, TableNotFound
 from ...settings import Settings
-from ...warehouse import clean_stale_hidden, hidden_sibling, remove_failed_create
+from ...warehouse import abandoned, owner_id
 from .. import metadata
-from ..catalog import Catalog, TableRef
-from ..ddl import Tables, validate_columns
+from ..catalog import TableRef
+from ..ddl import validate_columns
 from ..delta_log import delta_version, latest_property
-from ..errors import InvalidRequest, SchemaMismatch, TableAlreadyExists, TableNotFound
 from ..model import TableSchema
-from .common import MigrationFamily, read_table
-from .operations import SUCCESS, UNSUPPORTED, CopyTable, CopyTableToHistoryMode, DropTable, MigrationDetails, RenameTable
+from ..sql import select_sql
+from .common import MigrationFamily
+from .operations import SUCCESS, CopyTable, CopyTableToHistoryMode, DropTable, MigrationDetails, RenameTable
 from .sync_modes import to_history
 
-# Written into tables made by copy_table / copy_table_to_history_mode, so that a replay
-# recognises its own copy instead of failing with "already exists".
+# Written into tables made by copy_table / copy_table_to_history_mode (and renames on object
+# stores), so that a replay recognises its own copy instead of failing with "already exists".
 COPY_PROPERTY = "fivetran.copy_of"
 
 
 class TableMigrations(MigrationFamily):
-    def __init__(self, catalog: Catalog, tables: Tables):
+    def __init__(self, catalog, tables):
         super().__init__(catalog, tables)
         self._trash_lock = threading.Lock()
 
+    # ---- drop ----------------------------------------------------------------------------------
     def drop_table(self, settings: Settings, d: MigrationDetails, op: DropTable):
         ref = self.catalog.locate(settings, d.schema, d.table)
-        if not self.catalog.warehouse(settings).is_local:
-            return UNSUPPORTED, "drop_table needs a local warehouse directory"
         eng = self.catalog.session(settings)
         with self.catalog.locked(ref):
-            if not os.path.isdir(ref.location):
+            if not self.catalog.exists(eng, ref):
                 self.forget(eng, ref)
+                self.catalog.metastore.unregister(settings, d.schema, d.table)
                 return SUCCESS, "drop_table: the table does not exist (nothing to drop)"
-            trash = self.catalog.warehouse(settings).trash()
-            dest = os.path.join(trash, uuid.uuid4().hex)
-            self.fs("drop_table", lambda: (os.makedirs(trash, exist_ok=True), os.rename(ref.location, dest)))
-            self.forget(eng, ref)
-        self._empty_trash(trash)
+            self._drop(eng, ref)
+            self.catalog.metastore.unregister(settings, d.schema, d.table)
         return SUCCESS, "drop_table: dropped"
 
-    def _empty_trash(self, trash: str) -> None:
-        """Deletes the dropped tables (also those left by a crash after the rename)."""
-        with self._trash_lock:
-            for name in os.listdir(trash) if os.path.isdir(trash) else ():
-                shutil.rmtree(os.path.join(trash, name), ignore_errors=True)
+    def _drop(self, eng: EngineSession, ref: TableRef) -> None:
+        wh = ref.warehouse
+        if wh.can_rename:
+            dest = wh.new_trash_location()
+            self.fs("drop_table", lambda: (wh.storage.make_dirs(wh.trash()), wh.rename_dir(ref.location, dest)))
+            self.forget(eng, ref)
+            self._empty_trash(ref)
+            return
+        note = wh.note_removal(ref.location)
+        # One commit that empties the table: readers see no rows from here on, never a half-deleted table.
+        eng.overwrite(f"empty {ref.display} before its files are deleted", ref.location,
+                      select_sql(eng.table_name(ref.location), ["*"], "WHERE false"))
+        self.forget(eng, ref)
+        self.fs("drop_table", lambda: wh.storage.delete_table_files(ref.location))
+        wh.done_removal(note)
 
+    def _empty_trash(self, ref: TableRef) -> None:
+        """Deletes the dropped tables of this process (and those a dead process left)."""
+        wh = ref.warehouse
+        mine = owner_id() + "-"
+        with self._trash_lock:
+            for entry in wh.storage.list(wh.trash()):
+                if entry.is_dir and (entry.name.startswith(mine) or abandoned(entry)):
+                    wh.delete_tree(entry.location)
+
+    # ---- rename ------------------------------------------------------------------------------
     def rename_table(self, settings: Settings, d: MigrationDetails, op: RenameTable):
         src = self.catalog.locate(settings, d.schema, op.from_table or d.table)
         dst = self.catalog.locate(settings, d.schema, op.to_table)
-        if not self.catalog.warehouse(settings).is_local:
-            return UNSUPPORTED, "rename_table needs a local warehouse directory"
         if src.location == dst.location:
             return SUCCESS, "rename_table: same name, nothing to do"
         eng = self.catalog.session(settings)
         with self.catalog.locked(src, dst):
             src_exists, dst_exists = self.catalog.exists(eng, src), self.catalog.exists(eng, dst)
             if dst_exists and src_exists:
+                marker = self._marker(src, "rename")
+                if self._is_own_copy(dst, marker, source_exists=True):
+                    self._drop(eng, src)   # a crash between the copy and the drop: finish it
+                    self.catalog.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
+                    return SUCCESS, f"rename_table: {src.display} renamed to {dst.table} (replay finished the drop)"
                 raise TableAlreadyExists(f"rename_table: table {dst.display} already exists; {src.display} was not renamed")
             if dst_exists:
                 self.forget(eng, src)
+                self.catalog.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
                 return SUCCESS, f"rename_table: {src.display} is already renamed to {dst.table} (replay)"
             if not src_exists:
                 raise TableNotFound(f"rename_table: table {src.display} does not exist")
             if src.table.casefold() != dst.table.casefold():  # a rename of case alone is fine
                 self.catalog.check_new_name(settings, dst)
-            self._clear_way(dst)
-            self.fs("rename_table", lambda: os.rename(src.location, dst.location))
-            self.forget(eng, src)
-            self.forget(eng, dst)
-        return SUCCESS, f"rename_table: renamed to {dst.table}"
+            self.catalog.metastore.check(settings, d.schema, dst.table)
+            if src.warehouse.can_rename:
+                self._clear_way(dst)
+                self.fs("rename_table", lambda: src.warehouse.rename_dir(src.location, dst.location))
+                self.forget(eng, src)
+                self.forget(eng, dst)
+                how = f"renamed to {dst.table}"
+            else:
+                source = self.catalog.require(eng, src)
+                marker = self._marker(src, "rename")
+                self._create_from(eng, dst, TableSchema(dst.table, source.columns),
+                                  lambda view: select_sql(eng.table_name(src.location), ["*"]), None, marker)
+                self._drop(eng, src)
+                how = f"copied to {dst.table} in one commit, then {src.table} dropped"
+            self.catalog.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
+        return SUCCESS, f"rename_table: {how}"
 
     def _clear_way(self, dst: TableRef) -> None:
-        """A failed CREATE can leave an empty table directory at the target: remove it; refuse
+        """A failed CREATE can leave an empty table folder at the target: remove it; refuse
         anything else that is in the way."""
-        remove_failed_create(dst.location)
-        if os.path.lexists(dst.location):
+        dst.warehouse.remove_failed_create(dst.location)
+        if dst.warehouse.storage.exists(dst.location):
             raise TableAlreadyExists(f"{dst.display}: a directory that is not a Delta table is in the way")
 
+    # ---- copy --------------------------------------------------------------------------------
     def copy_table(self, settings: Settings, d: MigrationDetails, op: CopyTable):
         return self._copy(settings, d, op.from_table or d.table, op.to_table, kind="copy", soft=None)
 
@@ -99,71 +142,82 @@ class TableMigrations(MigrationFamily):
         what = "copy_table" if kind == "copy" else "copy_table_to_history_mode"
         src = self.catalog.locate(settings, d.schema, from_table)
         dst = self.catalog.locate(settings, d.schema, to_table)
-        if not self.catalog.warehouse(settings).is_local:
-            return UNSUPPORTED, f"{what} needs a local warehouse directory"
         if src.location == dst.location:
             raise InvalidRequest(f"{what}: source and target are the same table")
         eng = self.catalog.session(settings)
         with self.catalog.locked(src, dst):
             source = self.catalog.describe(eng, src)
-            version = delta_version(src.location) if source is not None else None
-            marker = {"source": src.display, "version": version, "kind": kind}
+            marker = self._marker(src, kind) if source is not None else {"source": src.display, "version": None, "kind": kind}
             if self.catalog.exists(eng, dst):
                 if self._is_own_copy(dst, marker, source is not None):
+                    self.catalog.metastore.register(settings, d.schema, dst.table, dst.location)
                     return SUCCESS, f"{what}: {dst.table} is already this copy (replay)"
                 raise TableAlreadyExists(f"{what}: table {dst.display} already exists")
             if source is None:
                 raise TableNotFound(f"{what}: table {src.display} does not exist")
             self.catalog.check_new_name(settings, dst)
+            self.catalog.metastore.check(settings, d.schema, dst.table)
+            src_name = eng.table_name(src.location)
             if kind == "copy":
                 target = TableSchema(dst.table, source.columns)
-                make_df = lambda: read_table(eng, src.location)  # noqa: E731
+                self._create_from(eng, dst, target, lambda view: select_sql(src_name, ["*"]), None, marker)
                 how = "copied into"
             else:
                 if source.is_history_mode:
                     raise SchemaMismatch(f"{what}: table {src.display} is already in history mode")
-                target, make_df, how = to_history(eng, src.location, source, soft, live=not soft)
-                target = TableSchema(dst.table, target.columns)
-                how = f"({how}) copied into"
-            self._create_from(eng, dst, target, make_df, json.dumps(marker, separators=(",", ":")))
+                conv = to_history(eng, src.location, source, soft, live=not soft)
+                target = TableSchema(dst.table, conv.target.columns)
+                self._create_from(eng, dst, target, lambda view: conv.select(src_name, view), conv.params, marker)
+                how = f"({conv.how}) copied into"
+            self.catalog.metastore.register(settings, d.schema, dst.table, dst.location)
         return SUCCESS, f"{what}: {how} {dst.table}"
+
+    def _marker(self, src: TableRef, kind: str) -> dict:
+        return {"source": src.display, "version": delta_version(src.warehouse, src.location), "kind": kind}
 
     def _is_own_copy(self, dst: TableRef, marker: dict, source_exists: bool) -> bool:
         try:
-            got = json.loads(latest_property(dst.location, COPY_PROPERTY) or "null")
+            got = json.loads(latest_property(dst.warehouse, dst.location, COPY_PROPERTY) or "null")
         except ValueError:
             return False
         if not isinstance(got, dict) or got.get("source") != marker["source"] or got.get("kind") != marker["kind"]:
             return False
         return not source_exists or got.get("version") == marker["version"]
 
-    def _create_from(self, eng: EngineSession, dst: TableRef, target: TableSchema, make_df, marker: str) -> None:
-        """Writes a new table (data + schema + properties: one commit) into a hidden directory
-        next to the target, then renames it into place."""
-        spark = eng.spark
+    def _create_from(self, eng: EngineSession, dst: TableRef, target: TableSchema, select, params, marker: dict) -> None:
+        """A new table (data + schema + properties: ONE commit) at `dst`, from `select(view)` over
+        the shipped `params` (a one-row table, or None). On a local disk it is written into a
+        hidden directory next to the target and moved into place; on an object store it is
+        written in place, with a note so that a crash before its commit leaves nothing behind."""
         validate_columns(target)
         self._clear_way(dst)
-        parent = os.path.dirname(dst.location)
-        self.fs("create the schema directory", lambda: os.makedirs(parent, exist_ok=True))
-        clean_stale_hidden(parent)
-        tmp = hidden_sibling(dst.location)
-        tmp_ident = f"fivetran_tmp_{uuid.uuid4().hex}"
-        props = metadata.encode(target, 1)
-        try:
-            def go():
-                writer = make_df().writeTo(tmp_ident).using("delta")
-                for key, value in eng.dialect.creation_properties().items():  # e.g. column mapping on Spark
-                    writer = writer.tableProperty(key, value)
-                (writer.tableProperty(metadata.PROPERTY, props).tableProperty(COPY_PROPERTY, marker)
-                 .option("path", tmp).create())
+        wh = dst.warehouse
+        props = {metadata.PROPERTY: metadata.encode(target, 1), COPY_PROPERTY: json.dumps(marker, separators=(",", ":"))}
 
-            run_engine(f"write {dst.display}", go, attempts=1)
-            run_engine("unregister the temporary table", lambda: spark.sql(f"DROP TABLE IF EXISTS {tmp_ident}").collect())
-            self.fs(f"move the new table into {dst.display}", lambda: os.rename(tmp, dst.location))
-        finally:
+        def write(location: str) -> None:
+            if params is None:
+                eng.create_as(f"write {dst.display}", location, select(None), props)
+                return
+            with eng.shipped(params, wh) as view:
+                eng.create_as(f"write {dst.display}", location, select(view), props)
+
+        if wh.can_rename:
+            parent = wh.storage.parent(dst.location)
+            self.fs("create the schema directory", lambda: wh.storage.make_dirs(parent))
+            tmp = wh.hidden_sibling(dst.location)
             try:
-                spark.sql(f"DROP TABLE IF EXISTS {tmp_ident}").collect()
-            except Exception:  # noqa: BLE001 - best effort
-                pass
-            shutil.rmtree(tmp, ignore_errors=True)
+                write(tmp)
+                self.fs(f"move the new table into {dst.display}", lambda: wh.rename_dir(tmp, dst.location))
+            finally:
+                wh.delete_tree(tmp)
+        else:
+            note = wh.note_removal(dst.location, only_without_commits=True)
+            try:
+                write(dst.location)
+            except BaseException:
+                wh.remove_uncommitted(dst.location)
+                raise
+            finally:
+                wh.done_removal(note)
         self.forget(eng, dst)
+

@@ -1,7 +1,7 @@
 """Fivetran batch files -> typed Arrow: decrypt (AES-256-CBC) and decompress as streams,
 parse CSV or Parquet, convert every cell to the table's types.
 
-Every error raised here is a typed error (errors.py or core.errors), and the messages
+Every error raised here is a typed error (errors.py or delta_destination/errors.py), and the messages
 name the file (basename), the column and the 1-based data row only -- never a cell
 value, a key or a library message that could quote file contents.
 """

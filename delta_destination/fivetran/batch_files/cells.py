@@ -6,7 +6,7 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...core.errors import SchemaMismatch, ValueConversionError
+from ...errors import SchemaMismatch, ValueConversionError
 from ...core.model import Column, TableSchema
 from ...core.types import arrow_type, type_label
 from ...core.values import ConversionFailed, convert_text, convert_typed

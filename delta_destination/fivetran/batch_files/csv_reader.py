@@ -16,7 +16,7 @@ import re
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
-from ...core.errors import SchemaMismatch, ValueConversionError
+from ...errors import SchemaMismatch, ValueConversionError
 from ...core.model import TableSchema
 from . import errors
 from .cells import CellConverter

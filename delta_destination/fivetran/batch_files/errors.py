@@ -1,7 +1,7 @@
 """Errors of reading a batch file: each names the file (basename) and never its contents."""
 from __future__ import annotations
 
-from ...core.errors import InvalidRequest
+from ...errors import InvalidRequest
 
 
 class BatchFileError(InvalidRequest):

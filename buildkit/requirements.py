@@ -1,4 +1,4 @@
-"""requirements.txt is generated from pyproject.toml: `python -m testkit.requirements > requirements.txt`.
+"""requirements.txt is generated from pyproject.toml: `python -m buildkit.requirements > requirements.txt`.
 
 pyproject.toml is the one source of truth for the direct runtime dependencies. Fivetran's
 build pipeline installs requirements.txt before PyInstaller, so that file pins the whole
@@ -19,7 +19,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
-HEADER = ("# Generated from pyproject.toml by `python -m testkit.requirements > requirements.txt`; do not edit.\n"
+HEADER = ("# Generated from pyproject.toml by `python -m buildkit.requirements > requirements.txt`; do not edit.\n"
           "# Every runtime dependency (direct and transitive) pinned, for Fivetran's PyInstaller build.\n")
 
 

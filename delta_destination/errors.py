@@ -63,3 +63,8 @@ class MemoryBudgetExceeded(EngineError):
 
 class CustomerActionRequired(DestinationError):
     """Something only the customer can fix (warehouse not writable, ...)."""
+
+
+class RequesterGone(DestinationError):
+    """Whoever asked is gone (a cancelled request, a dead host): the commit was abandoned and
+    nothing was written; the requester's retry or replay sends the data again."""

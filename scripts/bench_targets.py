@@ -1,0 +1,143 @@
+"""The benchmark's targets (issues 4 and 8), judged on a result: each a dict of target, met, detail."""
+from __future__ import annotations
+
+from bench_results import (
+    GB,
+    engine_of,
+    engines_of,
+    gb,
+    growth_upserts,
+    millions,
+    outcome,
+    outcome_code,
+    rate,
+    seconds,
+    table_size,
+)
+from testkit.bench_keys import DISTRIBUTIONS
+
+TARGET_RATIO = 1.5
+TARGET_WIDE_RPS = 200_000
+TARGET_NARROW_RPS = 1_000_000
+TARGET_RSS = 2 * GB
+TARGET_TREE_RSS = 4 * GB         # issue 8: the Spark growth series within 4 GB (process tree, JVM included)
+TARGET_GROWTH_SLOWDOWN = 2.0     # issue 8: the Spark upsert at 10M within 2x the same upsert at 1M
+RSS_GROWTH_TOLERANCE = 1.2  # "not growing": peak at 10M <= 1.2 x peak at 1M (sampling noise, allocator slack)
+
+
+def _target(target: str, met: bool, detail: str) -> dict:
+    return {"target": target, "met": met, "detail": detail}
+
+
+# ---- issue 4, per engine --------------------------------------------------------------------------
+
+def _ratio_target(results: list[dict]) -> dict:
+    ratios = [(r["workload"], r.get("ratio")) for r in results]
+    bad = [f"{w} ({x:.2f}x)" if x else f"{w} (failed)" for w, x in ratios if x is None or x > TARGET_RATIO]
+    return _target(f"every workload within {TARGET_RATIO}x of the bare delta-rs baseline", not bad and bool(ratios),
+                   ("not within: " + ", ".join(bad)) if bad else "all within")
+
+
+def _rate_target(r: dict, wanted: int, target: str) -> dict:
+    v = r.get("rows_per_s")
+    return _target(target, bool(v and v >= wanted), f"{rate(v)} rows/s")
+
+
+def _rss_growth_target(g: list[dict], dist: str) -> dict:
+    first, last = g[0]["server_peak_rss"], g[-1]["server_peak_rss"]
+    failed = any(r.get("server_s") is None for r in g)
+    detail = " -> ".join(f"{millions(table_size(r))}: " + (
+        gb(r["server_peak_rss"]) if r.get("server_s") is not None else f">= {gb(r['server_peak_rss'])} ({outcome(r)})")
+        for r in g)
+    return _target(f"server peak RSS not growing with table size ({dist} keys: upsert at largest <= "
+                   f"{RSS_GROWTH_TOLERANCE}x at smallest)", not failed and last <= first * RSS_GROWTH_TOLERANCE, detail)
+
+
+def evaluate_engine_targets(res: dict, engine: str) -> list[dict]:
+    """Issue 4's targets, for one engine's rows."""
+    results = [r for r in res["results"] if engine_of(r) == engine]
+    setup = [r for r in res["setup"] if engine_of(r) == engine and not r.get("direct")]
+    by = {r["workload"]: r for r in results}
+    t = [_ratio_target(results)]
+    if "initial_load" in by:
+        t.append(_rate_target(by["initial_load"], TARGET_WIDE_RPS,
+                              f"initial load >= {TARGET_WIDE_RPS:,} rows/s (20 columns)"))
+    if "narrow_load" in by:
+        t.append(_rate_target(by["narrow_load"], TARGET_NARROW_RPS,
+                              f"narrow load >= {TARGET_NARROW_RPS:,} rows/s (4 columns)"))
+    peaks = [r.get("server_peak_rss") or 0 for r in results + setup]
+    if peaks:
+        t.append(_target("server peak RSS <= 2 GB (every workload and setup step)", max(peaks) <= TARGET_RSS,
+                         f"max {gb(max(peaks))}"))
+    for dist in DISTRIBUTIONS:
+        g = growth_upserts(res, engine, dist)
+        if len(g) >= 2 and all(r.get("server_peak_rss") for r in g):
+            t.append(_rss_growth_target(g, dist))
+    return [{**x, "engine": engine} for x in t]
+
+
+# ---- issue 8 --------------------------------------------------------------------------------------
+
+def _spark_series_target(res: dict, g: list[dict]) -> dict:
+    steps = g + [r for r in res["setup"] if engine_of(r) == "spark" and r["workload"].startswith("growth")]
+    largest = max(table_size(r) for r in g)
+    failed = [r for r in steps if r.get("server_s") is None or r.get("direct")]
+    top = max(steps, key=lambda r: r.get("server_peak_rss") or 0)
+    mx = top.get("server_peak_rss") or 0
+    detail = (f"max {gb(mx)} over {len(steps)} steps (in {top['workload']}"
+              + (f": {top['server_peak_parts']}" if top.get("server_peak_parts") else "") + ")")
+    if failed:
+        detail += f"; {len(failed)} failed: " + ", ".join(f"{r['workload']} ({outcome(r)})" for r in failed[:4])
+    return _target(f"Spark: the growth series to {millions(largest)} rows completes with process-tree peak "
+                   f"RSS <= {TARGET_TREE_RSS / GB:g} GB (JVM included)", not failed and mx <= TARGET_TREE_RSS, detail)
+
+
+def _spark_slowdown_target(gd: list[dict], dist: str) -> dict:
+    a, b = gd[0], gd[-1]
+    ok = a.get("server_s") is not None and b.get("server_s") is not None
+    slowdown = b["server_s"] / a["server_s"] if ok else None
+    return _target(f"Spark: upsert ({dist} keys) at {millions(table_size(b))} <= {TARGET_GROWTH_SLOWDOWN:g}x "
+                   f"the same upsert at {millions(table_size(a))}",
+                   bool(slowdown and slowdown <= TARGET_GROWTH_SLOWDOWN),
+                   f"{seconds(a.get('server_s'))} s -> {seconds(b.get('server_s'))} s ({slowdown:.2f}x)" if ok
+                   else f"{outcome(a)} / {outcome(b)}")
+
+
+def _sail_limit_target(gd: list[dict], dist: str) -> dict:
+    within = [r for r in gd if r.get("server_s") is not None and (r.get("server_peak_rss") or 0) <= TARGET_TREE_RSS]
+    best = max((table_size(r) for r in within), default=None)
+    beyond = [r for r in gd if best is None or table_size(r) > best]
+    killed = [r for r in gd if outcome_code(r) in ("killed", "died", "failed")]
+    detail = f"largest within {TARGET_TREE_RSS / GB:g} GB: " + (f"{millions(best)} rows" if best else "none")
+    if beyond:
+        detail += "; beyond: " + ", ".join(
+            f"{millions(table_size(r))} {outcome(r)} (peak {gb(r.get('server_peak_rss'))}"
+            + (f", {seconds(r.get('server_s'))} s" if r.get("server_s") is not None else "") + ")" for r in beyond)
+    return _target(f"Sail ({dist} keys): completes what it can without being killed; beyond, the guard refuses "
+                   "clearly", not killed, detail)
+
+
+def evaluate_issue8_targets(res: dict) -> list[dict]:
+    """Issue 8's targets: Spark's growth series within 4 GB and <= 2x slower at 10M than at 1M; the
+    largest table Sail upserts within 4 GB, and what happened beyond it."""
+    t = []
+    engines = engines_of(res)
+    if "spark" in engines and growth_upserts(res, "spark"):
+        t.append(_spark_series_target(res, growth_upserts(res, "spark")))
+        for dist in DISTRIBUTIONS:
+            gd = sorted(growth_upserts(res, "spark", dist), key=table_size)
+            if len(gd) >= 2:
+                t.append(_spark_slowdown_target(gd, dist))
+    if "sail" in engines:
+        for dist in DISTRIBUTIONS:
+            gd = sorted(growth_upserts(res, "sail", dist), key=table_size)
+            if gd:
+                t.append(_sail_limit_target(gd, dist))
+    return t
+
+
+def evaluate_targets(res: dict) -> list[dict]:
+    out = evaluate_issue8_targets(res)
+    for e in engines_of(res):
+        out += [{**x, "target": f"[{e}] {x['target']}"} for x in evaluate_engine_targets(res, e)]
+    return out
