@@ -10,6 +10,12 @@ Guarantees, each tested in tests/test_spark_process.py:
   SIGKILL when the thread that started it ends (PR_SET_PDEATHSIG); that thread lives
   exactly as long as the JVM (it waits on it), so a request thread that started the
   engine can end without taking the engine with it.
+- No Python code runs between fork and exec in this process (which runs gRPC threads):
+  the death signal is set by a fresh interpreter that then execs spark-submit
+  (launcher.py), and the JVM's own process group is made by Popen in C.
+- A JVM killed by a signal while it starts (a crash, not a configuration error) is
+  started again, at most START_ATTEMPTS times in all and within `startup_timeout`;
+  each failed attempt's scratch folder is removed before the next one.
 - Its scratch space (Spark local dirs, java.io.tmpdir, uploaded batches, shuffle and
   spill files, which hold plaintext rows) is one directory private to it (0700) under
   `scratch_root()`, removed when it stops; directories of engines whose owner died are
@@ -17,7 +23,6 @@ Guarantees, each tested in tests/test_spark_process.py:
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -32,6 +37,8 @@ from typing import Optional
 
 from .. import logs
 from ..errors import EngineUnavailable
+from ..frozen import is_frozen
+from . import launcher
 
 log = logs.get(__name__)
 
@@ -39,7 +46,18 @@ CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_JARS_DIR = PROJECT_ROOT / ".spark-jars"
 SCRATCH_PREFIX = "spark-"
-PR_SET_PDEATHSIG = 1
+# A first start and two more after a crash: a crash at start-up is rare (2 in ~30 before
+# launcher.py existed), three in a row mean something is wrong with the machine or the JVM.
+START_ATTEMPTS = 3
+
+
+class EngineStartCrashed(EngineUnavailable):
+    """The engine's JVM was killed by a signal while it started. That is the engine's (or
+    the machine's) failure, not the configuration's, so another start may well succeed."""
+
+    def __init__(self, message: str, signal_name: str):
+        super().__init__(message)
+        self.signal_name = signal_name
 
 
 def scratch_root() -> Path:
@@ -162,10 +180,11 @@ def accepts_connections(port: int) -> bool:
         return False
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    os.setpgrp()  # its own process group: a terminal's Ctrl-C reaches us, we stop it in order
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -212,29 +231,46 @@ class LocalSparkServer:
     def __init__(self, options: Optional[SparkProcessOptions] = None):
         self.options = options or SparkProcessOptions()
         started = time.monotonic()
+        deadline = started + self.options.startup_timeout
         root = scratch_root()
         stale = clean_stale_scratch(root)
         if stale:
             log.info(f"removed {stale} scratch folder(s) left by engines of earlier processes")
+        jars = delta_jars()
+        self._proc: Optional[subprocess.Popen] = None
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start(root, jars, deadline, attempt)
+                break
+            except EngineStartCrashed as exc:
+                if attempt == START_ATTEMPTS or time.monotonic() >= deadline:
+                    raise
+                log.warning(f"{exc.message}; starting it again")
+        log.info(f"local Apache Spark engine started in {time.monotonic() - started:.1f}s "
+                 f"(attempt {attempt}, driver memory {self.options.driver_memory}, {self.options.cores} cores, "
+                 f"pid {self.pid})")
+
+    def _start(self, root: Path, jars: list[Path], deadline: float, attempt: int) -> None:
+        """One start: a new private folder and port; on any failure the JVM is stopped and
+        the folder removed, so a retry starts clean and a crash leaves no plaintext behind."""
         self.private_dir = make_private_dir(root)
         self.port = free_loopback_port()
         self.url = f"sc://127.0.0.1:{self.port}"
-        self._proc: Optional[subprocess.Popen] = None
         try:
-            cmd = server_command(self.port, self.private_dir, self.options, delta_jars())
-            self._spawn(cmd)
-            self._wait_listening()
+            self._spawn(server_command(self.port, self.private_dir, self.options, jars))
+            self._wait_listening(deadline, attempt)
         except BaseException:
             self.stop()
             raise
-        log.info(f"local Apache Spark engine started in {time.monotonic() - started:.1f}s "
-                 f"(driver memory {self.options.driver_memory}, {self.options.cores} cores, pid {self.pid})")
 
     @property
     def pid(self) -> Optional[int]:
         return self._proc.pid if self._proc else None
 
     def _spawn(self, cmd: list[str]) -> None:
+        if is_frozen():
+            raise EngineUnavailable("the local Apache Spark engine needs a normal installation (`make install`), "
+                                    "not the single-file binary: use the embedded engine or a Spark Connect URL")
         env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(self.private_dir / "local"),
                "SPARK_LOG_DIR": str(self.private_dir / "tmp"), "SPARK_CONF_DIR": str(self.private_dir / "tmp")}
         env.pop("SPARK_CONNECT_MODE_ENABLED", None)  # the server is classic Spark
@@ -244,12 +280,15 @@ class LocalSparkServer:
 
         def own_the_jvm():
             # This thread forks the JVM and lives exactly as long as it (see module docstring).
+            # No preexec_fn: Python code between fork and exec is unsafe in a process running
+            # gRPC threads; launcher.py sets the death signal after exec, process_group=0 is
+            # setpgid() in C (its own group: a terminal's Ctrl-C reaches us, we stop it in order).
             try:
                 # The JVM's output stays in its private folder: engine messages can quote values.
                 with open(self.private_dir / "engine.log", "ab") as out:
                     self._proc = subprocess.Popen(
-                        cmd, cwd=self.private_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                        stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                        launcher.command(cmd), cwd=self.private_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                        stderr=subprocess.STDOUT, process_group=0,
                     )
             except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
                 failure.append(exc)
@@ -261,15 +300,20 @@ class LocalSparkServer:
         threading.Thread(target=own_the_jvm, name="spark-engine", daemon=True).start()
         spawned.wait()
         if failure:
-            raise EngineUnavailable(f"cannot start the local Spark engine ({type(failure[0]).__name__}); is Java installed?") from failure[0]
+            raise EngineUnavailable(f"cannot start the local Spark engine's launcher ({type(failure[0]).__name__})") from failure[0]
 
-    def _wait_listening(self) -> None:
-        deadline = time.monotonic() + self.options.startup_timeout
+    def _wait_listening(self, deadline: float, attempt: int) -> None:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 code = self._proc.returncode
-                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-                raise EngineUnavailable(f"the local Spark engine {how} during start-up: " + self.startup_failure())
+                if code < 0:
+                    name = signal_name(-code)
+                    raise EngineStartCrashed(f"the local Spark engine was killed by {name} during start-up "
+                                             f"(attempt {attempt} of {START_ATTEMPTS}): " + self.startup_failure(), name)
+                # An exit code is the JVM's or spark-submit's verdict (no Java, bad options): not retried.
+                after = f" (attempt {attempt})" if attempt > 1 else ""
+                raise EngineUnavailable(f"the local Spark engine exited with code {code} during start-up{after}: "
+                                        + self.startup_failure())
             if accepts_connections(self.port):
                 return
             time.sleep(0.2)
