@@ -210,3 +210,153 @@ def test_health_follows_the_engine_and_a_dead_jvm_is_restarted(tmp_path):
         assert log.count("destination ready:") == 2, log[-3000:]
     finally:
         srv.stop()
+
+
+# --- Starting the JVM: no Python between fork and exec, death signal, retry of crashed starts ---
+
+def test_a_launched_program_dies_with_its_parent_also_on_kill_9():
+    """launcher.py is what makes the JVM die with the destination; here with a plain program."""
+    import subprocess
+    import sys
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time\n"
+         "from delta_destination.engines import launcher\n"
+         "child = subprocess.Popen(launcher.command(['/bin/sleep', '600']))\n"
+         "print(child.pid, flush=True)\n"
+         "time.sleep(600)\n"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        child = psutil.Process(int(parent.stdout.readline()))
+        deadline = time.time() + 30
+        while child.name() != "sleep":  # exec keeps the pid: the launcher becomes the program
+            assert time.time() < deadline, child.cmdline()
+            time.sleep(0.05)
+        parent.kill()
+        parent.wait(30)
+        child.wait(30)  # killed by the kernel (PR_SET_PDEATHSIG), not orphaned
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_the_launcher_starts_nothing_when_its_owner_is_already_gone(tmp_path):
+    """The owner may die between fork and prctl; then no death signal would ever come."""
+    import subprocess
+
+    from delta_destination.engines import launcher
+
+    gone = psutil.Popen(["true"])
+    gone.wait()
+    argv = launcher.command(["/usr/bin/touch", str(tmp_path / "started")])
+    argv[argv.index(str(os.getpid()))] = str(gone.pid)
+    assert subprocess.run(argv).returncode == launcher.PARENT_GONE
+    assert not (tmp_path / "started").exists()
+    assert subprocess.run(launcher.command(["/usr/bin/touch", str(tmp_path / "started")])).returncode == 0
+    assert (tmp_path / "started").exists()
+
+
+_FORK_MARKERS: list[Path] = []
+
+
+def _python_ran_in_a_forked_child() -> None:
+    for marker in _FORK_MARKERS:
+        marker.touch()
+
+
+os.register_at_fork(after_in_child=_python_ran_in_a_forked_child)
+
+
+def test_no_python_runs_between_fork_and_exec_and_an_exit_code_is_not_retried(tmp_path, monkeypatch):
+    """With `preexec_fn`, CPython runs the at-fork handlers (gRPC registers some) in the child
+    of a process that runs gRPC threads; without, it forks and execs in C. An invalid heap
+    size makes the JVM exit with an error code: the configuration's fault, so no retry."""
+    from delta_destination.core.errors import EngineUnavailable
+
+    monkeypatch.setenv("DELTA_DESTINATION_SCRATCH", str(tmp_path / "scratch"))
+    marker = tmp_path / "python-ran-in-the-child"
+    _FORK_MARKERS.append(marker)
+    try:
+        with pytest.raises(EngineUnavailable) as failed:
+            sp.LocalSparkServer(sp.SparkProcessOptions(driver_memory="1x", cores=2))
+    finally:
+        _FORK_MARKERS.remove(marker)
+    assert not isinstance(failed.value, sp.EngineStartCrashed)
+    assert "exited with code 1 during start-up:" in failed.value.message, failed.value.message
+    assert "Could not create the Java Virtual Machine" in failed.value.message
+    assert not marker.exists(), "Python code ran in the forked child"
+    assert not [d for d in (tmp_path / "scratch").iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)]
+
+
+class _JvmCrasher:
+    """Sends a signal to this process's engine JVMs (direct children that became java)
+    while they start, the way a crash would end them: the first `times` of them."""
+
+    def __init__(self, sig: int, times: int):
+        import threading
+
+        self.sig, self.times = sig, times
+        self.crashed: list[tuple[int, Path]] = []  # (pid, its private folder)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        seen: set[int] = set()
+        while not self._done.is_set() and len(self.crashed) < self.times:
+            for child in psutil.Process().children():
+                try:
+                    if child.pid in seen or child.name() != "java":
+                        continue
+                    seen.add(child.pid)
+                    folder = Path(child.cwd())
+                    child.send_signal(self.sig)
+                    self.crashed.append((child.pid, folder))
+                except psutil.NoSuchProcess:
+                    pass
+            time.sleep(0.02)
+
+    def stop(self):
+        self._done.set()
+        self._thread.join(10)
+
+
+def test_an_engine_killed_by_a_signal_during_start_up_is_started_again_in_a_fresh_folder(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("DELTA_DESTINATION_SCRATCH", str(tmp_path / "scratch"))
+    caplog.set_level("INFO", logger="delta_destination")
+    # SIGABRT: HotSpot installs no handler for it (it does for SIGSEGV, so an external
+    # SIGSEGV may or may not become an abort, depending on how far the JVM got).
+    crasher = _JvmCrasher(signal.SIGABRT, times=1)
+    try:
+        server = sp.LocalSparkServer(sp.SparkProcessOptions(cores=2))
+    finally:
+        crasher.stop()
+    try:
+        assert len(crasher.crashed) == 1
+        crashed_pid, crashed_folder = crasher.crashed[0]
+        assert server.alive() and server.pid != crashed_pid and sp.accepts_connections(server.port)
+        # The failed attempt's scratch folder is gone; only the running engine's is left.
+        assert not crashed_folder.exists()
+        assert [d for d in (tmp_path / "scratch").iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)] == [server.private_dir]
+        text = caplog.text
+        assert "killed by SIGABRT during start-up (attempt 1 of 3)" in text and "starting it again" in text, text
+        assert "local Apache Spark engine started in" in text and "(attempt 2," in text, text
+    finally:
+        server.stop()
+    assert not server.private_dir.exists()
+
+
+def test_an_engine_that_keeps_crashing_at_start_up_is_given_up_after_three_attempts(tmp_path, monkeypatch):
+    from delta_destination.core.errors import EngineUnavailable
+
+    monkeypatch.setenv("DELTA_DESTINATION_SCRATCH", str(tmp_path / "scratch"))
+    crasher = _JvmCrasher(signal.SIGKILL, times=sp.START_ATTEMPTS + 1)  # e.g. the kernel's OOM killer
+    try:
+        with pytest.raises(EngineUnavailable) as failed:
+            sp.LocalSparkServer(sp.SparkProcessOptions(cores=2))
+    finally:
+        crasher.stop()
+    assert isinstance(failed.value, sp.EngineStartCrashed) and failed.value.signal_name == "SIGKILL"
+    assert f"during start-up (attempt {sp.START_ATTEMPTS} of {sp.START_ATTEMPTS})" in failed.value.message
+    assert len(crasher.crashed) == sp.START_ATTEMPTS
+    assert not [d for d in (tmp_path / "scratch").iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)]
