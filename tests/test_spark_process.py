@@ -360,3 +360,21 @@ def test_an_engine_that_keeps_crashing_at_start_up_is_given_up_after_three_attem
     assert f"during start-up (attempt {sp.START_ATTEMPTS} of {sp.START_ATTEMPTS})" in failed.value.message
     assert len(crasher.crashed) == sp.START_ATTEMPTS
     assert not [d for d in (tmp_path / "scratch").iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)]
+
+
+def test_no_child_process_of_the_project_runs_python_between_fork_and_exec():
+    """Every door serves gRPC or runs threads; the rule holds for test helpers too, since
+    they start children from a pytest process that runs gRPC clients and servers."""
+    import ast
+
+    offenders = []
+    for folder in ("delta_destination", "testkit", "tests", "scripts"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "_proto" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, ast.Call):
+                    continue
+                if any(k.arg == "preexec_fn" for k in node.keywords) or ast.unparse(node.func) in ("os.fork", "os.forkpty"):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, offenders
