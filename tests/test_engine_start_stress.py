@@ -4,14 +4,15 @@ The engine starts lazily inside a process that already runs gRPC threads, in the
 a customer's request. Before launcher.py, Python code ran between fork and exec there, and
 about 2 starts in 30 died (SIGSEGV; SIGABRT with gRPC's `Epoll1Poller` message in the
 child). Here a real `--engine spark` server serves concurrent requests from client
-threads while its JVM is killed (kill -9, by pid) right after each start, so the next
+threads while its JVM is killed (kill -9, by pid) each time it has answered, and the next
 request (or the health watcher) starts a new one in the serving process: the real
 fork/exec path, with live gRPC threads. Every start attempt must succeed - also the ones
 the destination would retry - and every killed JVM's scratch folder must be removed.
 
 Figures (starts, failed attempts, median start time) go to the pytest cache under
-`reliability/engine-starts` and to docs/reliability.md. ~10 min on 2 cores at 50 starts;
-DELTA_STRESS_ENGINE_STARTS changes the number.
+`reliability/engine-starts` and to docs/reliability.md. A cycle is about one JVM start
+(~10 s on an idle 2-core machine, 40-70 s when other work shares the cores);
+DELTA_STRESS_ENGINE_STARTS (default 50) sets the number.
 """
 from __future__ import annotations
 
@@ -114,25 +115,24 @@ def test_fifty_engine_starts_in_a_serving_destination_under_concurrent_requests(
         t = table("stress", col("id", "LONG", pk=True), col("v", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
         srv.stub.CreateTable(pb.CreateTableRequest(schema_name="s", table=t), timeout=600)
         load = Load(srv, "s", "stress")
-        for i in range(STARTS + 1):
-            # Wait for start number i+1 (the first is the server's own, before the load) and
-            # for that engine to answer a request; then kill its JVM so that a request or
-            # the health watcher starts the next one.
-            deadline = time.monotonic() + 2 * sp.SparkProcessOptions().startup_timeout
-            while sum(1 for m in log_messages(log_path) if STARTED.search(m)) < i + 1:
-                assert srv.proc.poll() is None, srv.log_text()[-3000:]
-                assert time.monotonic() < deadline, f"start {i + 1} did not come: " + srv.log_text()[-3000:]
-                time.sleep(0.2)
-            while not srv.stub.Test(common_pb2.TestRequest(name="spark_engine", configuration={}), timeout=600).success:
-                assert time.monotonic() < deadline, f"engine {i + 1} does not answer: " + srv.log_text()[-3000:]
-            answered += 1
-            if i == STARTS:
-                break
+
+        def engine_answers() -> bool:
+            return srv.stub.Test(common_pb2.TestRequest(name="spark_engine", configuration={}), timeout=600).success
+
+        for i in range(STARTS):
+            # Kill the engine that answered, then ask at once: this request (or one of the load,
+            # or the health watcher, whichever comes first) starts the next engine inside the
+            # serving process, and it must answer.
             jvm = engine_jvm(srv)
-            assert jvm is not None, "no engine JVM under the destination after a start"
+            assert jvm is not None, "no engine JVM under the destination"
             killed.append(jvm.pid)
             jvm.kill()
             jvm.wait(30)
+            deadline = time.monotonic() + 2 * sp.SparkProcessOptions().startup_timeout
+            while not engine_answers():
+                assert srv.proc.poll() is None, srv.log_text()[-3000:]
+                assert time.monotonic() < deadline, f"no engine answers after kill {i + 1}: " + srv.log_text()[-3000:]
+            answered += 1
         load.stop()
         assert engine_jvm(srv).pid not in killed
     finally:
@@ -146,7 +146,7 @@ def test_fifty_engine_starts_in_a_serving_destination_under_concurrent_requests(
     restarts = starts[1:]  # the ones inside the serving process, under the load
     figures = {
         "starts": len(restarts),
-        "starts_that_answered": answered - 1,
+        "starts_that_answered": answered,
         "failed_attempts": len(failed_attempts),
         "retried_starts": sum(1 for _, attempt in restarts if attempt > 1),
         "median_start_s": round(statistics.median(s for s, _ in restarts), 1),
@@ -154,7 +154,8 @@ def test_fifty_engine_starts_in_a_serving_destination_under_concurrent_requests(
         "requests": {f"{name} {outcome}": n for (name, outcome), n in sorted(load.outcomes.items())},
         "test_minutes": round(elapsed / 60, 1),
     }
-    request.config.cache.set("reliability/engine-starts", figures)
+    if getattr(request.config, "cache", None) is not None:  # absent under -p no:cacheprovider
+        request.config.cache.set("reliability/engine-starts", figures)
     print(f"\nengine starts under load: {json.dumps(figures, indent=1)}")
     assert len(restarts) == STARTS, figures
     assert not failed_attempts, failed_attempts[:5]
