@@ -271,7 +271,7 @@ def test_no_python_runs_between_fork_and_exec_and_an_exit_code_is_not_retried(tm
     """With `preexec_fn`, CPython runs the at-fork handlers (gRPC registers some) in the child
     of a process that runs gRPC threads; without, it forks and execs in C. An invalid heap
     size makes the JVM exit with an error code: the configuration's fault, so no retry."""
-    from delta_destination.core.errors import EngineUnavailable
+    from delta_destination.errors import EngineUnavailable
 
     monkeypatch.setenv("DELTA_DESTINATION_SCRATCH", str(tmp_path / "scratch"))
     marker = tmp_path / "python-ran-in-the-child"
@@ -347,7 +347,7 @@ def test_an_engine_killed_by_a_signal_during_start_up_is_started_again_in_a_fres
 
 
 def test_an_engine_that_keeps_crashing_at_start_up_is_given_up_after_three_attempts(tmp_path, monkeypatch):
-    from delta_destination.core.errors import EngineUnavailable
+    from delta_destination.errors import EngineUnavailable
 
     monkeypatch.setenv("DELTA_DESTINATION_SCRATCH", str(tmp_path / "scratch"))
     crasher = _JvmCrasher(signal.SIGKILL, times=sp.START_ATTEMPTS + 1)  # e.g. the kernel's OOM killer
