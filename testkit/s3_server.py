@@ -16,8 +16,9 @@ What a start guarantees, each checked by tests/test_s3_infra.py:
   ~15 s for its streams, too long for throw-away test data), waits for the PID, and removes the
   data directory and the gRPC unix sockets SeaweedFS 4.48 creates in /tmp whatever TMPDIR says
   (/tmp/seaweedfs-<component>-grpc-<port>.sock, left behind even by a clean exit).
-- The server dies with the thread that started it (PR_SET_PDEATHSIG), also when the test
-  process is killed with SIGKILL.
+- The server dies with the thread that started it (PR_SET_PDEATHSIG, set by
+  delta_destination/engines/launcher.py, so no Python runs between fork and exec), also
+  when the test process is killed with SIGKILL.
 
 The helpers for tests (`list_keys`, `delete_prefix`, `create_bucket`) use boto3 rather than
 pyarrow.fs.S3FileSystem, although pyarrow is already a dependency: the tests ask "which
@@ -29,7 +30,6 @@ a file or a prefix makes it PUT an empty `parent/` marker object so that the par
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import secrets
@@ -45,11 +45,12 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
+from delta_destination.engines import launcher
+
 REGION = "us-east-1"
 DEFAULT_BUCKET = "warehouse"
 # SeaweedFS components whose gRPC port gets a unix socket under /tmp.
 GRPC_COMPONENTS = ("master", "volume", "filer", "s3")
-PR_SET_PDEATHSIG = 1
 
 
 class S3ServerError(RuntimeError):
@@ -88,12 +89,6 @@ def free_ports(count: int) -> list[int]:
     finally:
         for s in held:
             s.close()
-
-
-def _die_with_parent() -> None:  # in the child, between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    os.setpgrp()  # a terminal's Ctrl-C reaches the tests, which stop the server in order
 
 
 class S3Server:
@@ -175,8 +170,11 @@ class S3Server:
         env["TMPDIR"] = str(self.data_dir)  # glog's files
         started = time.monotonic()
         with open(self.data_dir / "weed.log", "ab") as log:
-            self._proc = subprocess.Popen(cmd, cwd=self.data_dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+            # No Python between fork and exec (the tests run gRPC threads): the launcher sets the death
+            # signal after exec; process_group=0 (setpgid in C): a terminal's Ctrl-C reaches the tests,
+            # which stop the server in order.
+            self._proc = subprocess.Popen(launcher.command(cmd), cwd=self.data_dir, env=env, stdin=subprocess.DEVNULL,
+                                          stdout=log, stderr=subprocess.STDOUT, process_group=0)
         self._wait_ready(started)
         self.started_in = time.monotonic() - started
 
