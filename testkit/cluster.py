@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import fcntl
 import json
 import os
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 from xml.sax.saxutils import escape
 
+from delta_destination.engines import launcher
 from delta_destination.engines.spark_process import (
     CONNECT_SERVER_CLASS,
     SparkProcessOptions,
@@ -74,7 +74,6 @@ SUPERVISOR_LOG = "supervisor.log"
 PROJECT_LOG_STORE = "deltadestination.storage.S3ConditionalPutLogStore"
 PROJECT_LOG_STORE_JAR = "delta-destination-storage.jar"
 SECRET_KEYS = ("AWS_SECRET_ACCESS_KEY",)
-PR_SET_PDEATHSIG = 1
 
 
 class ClusterError(RuntimeError):
@@ -120,11 +119,6 @@ class Part:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
-
-
-def _die_with_starter() -> None:  # in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def java_binary() -> str:
@@ -458,10 +452,12 @@ class LocalCluster:
     def _spawn(self, name: str, cmd: list[str], env: dict[str, str], cwd: Path) -> Part:
         log = self.state_dir / "logs" / f"{name}.log"
         with open(log, "ab") as out:
+            # No Python between fork and exec (the tests run gRPC threads): the launcher sets the
+            # death signal in the new program, then execs it (same pid).
             proc = subprocess.Popen(
-                cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                launcher.command(cmd) if self.options.die_with_starter else cmd,
+                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stop() signals it with its children
-                preexec_fn=_die_with_starter if self.options.die_with_starter else None,
             )
         part = Part(name, proc, log, time.monotonic())
         self.parts[name] = part
