@@ -10,9 +10,9 @@ fork/exec path, with live gRPC threads. Every start attempt must succeed - also 
 the destination would retry - and every killed JVM's scratch folder must be removed.
 
 Figures (starts, failed attempts, median start time) go to the pytest cache under
-`reliability/engine-starts` and to docs/reliability.md. A cycle is about one JVM start
-(~10 s on an idle 2-core machine, 40-70 s when other work shares the cores);
-DELTA_STRESS_ENGINE_STARTS (default 50) sets the number.
+`reliability/engine-starts` and to docs/reliability.md. A cycle is one JVM start plus its
+first query: ~45 s on 2 cores at load average 7 (~40 min for 50), ~85 s at load 13-31
+(69 min). DELTA_STRESS_ENGINE_STARTS (default 50) sets the number.
 """
 from __future__ import annotations
 
