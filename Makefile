@@ -15,7 +15,8 @@ SPARK_JARS := .spark-jars
 METASTORE_JARS := .metastore-jars
 HIVE_CLIENT_JARS := .hive-client-jars
 
-.PHONY: install install-python proto run test test-slow test-clients bench clean conduit airbyte-clients cluster cluster-stop cluster-status cluster-jars
+.PHONY: install install-python proto run test test-all test-slow test-clients airflow-venv bench clean conduit airbyte-clients \
+	cluster cluster-stop cluster-status cluster-jars
 
 install: install-python $(SPARK_JARS)/.fetched cluster-jars
 
@@ -87,18 +88,38 @@ proto: $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated
 run: install
 	$(BIN)/fivetran-delta-destination --port $(PORT) --warehouse $(WAREHOUSE) --engine $(ENGINE)
 
-test: install
-	$(BIN)/python -m pytest -q --durations=30
+# Test tiers: tests/conftest.py marks a test `full` from the fixtures it uses (the Spark engine, a server
+# or door process of its own, the crash harness, the Airflow venv, S3, a cluster); `slow` is set by hand.
+# Each tier prints its 30 slowest tests.
+PYTEST := $(BIN)/python -m pytest -q --durations=30
 
-test-slow: install airbyte-clients
-	$(BIN)/python -m pytest -q -m slow
+# The fast tier, the edit-test loop (at most 8 minutes on a 2-core machine): every engine-free test, the
+# package's doctests, the tester inputs and the other cheap acceptance tests through one shared server on
+# embedded Sail, and one real local Spark run (tests/test_spark_smoke.py).
+test: install
+	$(PYTEST) -m 'not slow and not full'
+
+# The full matrix CI runs: the fast tier plus both engines (one shared Spark JVM), cross-engine, the
+# hostile corpus, crash tests, door processes, object storage and cluster tests.
+test-all: install airflow-venv
+	$(PYTEST) -m 'not slow'
+
+test-slow: install airbyte-clients airflow-venv
+	$(PYTEST) -m slow
 
 # The slow tests with real clients and builds (PyAirbyte + source-faker, Conduit, Airflow, PyInstaller):
 # the part of test-slow CI runs (the long crash, fuzz and load runs do not fit its hour with both engines).
 SLOW_CLIENT_TESTS := tests/test_airbyte_pyairbyte.py tests/test_conduit_e2e.py tests/test_build_pipeline.py \
 	tests/test_lineage_airflow_real.py
-test-clients: install airbyte-clients
-	$(BIN)/python -m pytest -q -m slow $(SLOW_CLIENT_TESTS)
+test-clients: install airbyte-clients airflow-venv
+	$(PYTEST) -m slow $(SLOW_CLIENT_TESTS)
+
+# Airflow's asset-URI normalisers in a test-only virtualenv (scripts/airflow_test_venv.sh), built once
+# here for the full tier and reused; rebuilt when the script (its pins) changes.
+airflow-venv: .airflow-venv/.stamp
+.airflow-venv/.stamp: scripts/airflow_test_venv.sh
+	PYTHON=$(PYTHON) scripts/airflow_test_venv.sh
+	touch $@
 
 # PyAirbyte and airbyte-source-faker for the Airbyte door's real-client tests, each in its own
 # virtualenv under .venvs/ (they need incompatible airbyte-cdk versions); reused when present.

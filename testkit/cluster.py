@@ -52,7 +52,9 @@ from delta_destination.engines import launcher
 from delta_destination.engines.spark_process import (
     CONNECT_SERVER_CLASS,
     SparkProcessOptions,
+    HIVE_CLIENT_JARS_DIR,
     accepts_connections,
+    catalog_conf,
     free_loopback_port,
     server_conf,
     spark_home,
@@ -62,8 +64,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STATE_DIR = ROOT / ".cluster"
 SPARK_JARS = ROOT / ".spark-jars"
 METASTORE_JARS = ROOT / ".metastore-jars"
-HIVE_CLIENT_JARS = ROOT / ".hive-client-jars"
-HIVE_CLIENT_VERSION = "4.0.1"
+HIVE_CLIENT_JARS = HIVE_CLIENT_JARS_DIR
 METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -71,8 +72,6 @@ BUCKET = "warehouse"
 WAREHOUSE_PREFIX = "cluster"
 APP_NAME = "delta-destination-cluster"
 SUPERVISOR_LOG = "supervisor.log"
-PROJECT_LOG_STORE = "deltadestination.storage.S3ConditionalPutLogStore"
-PROJECT_LOG_STORE_JAR = "delta-destination-storage.jar"
 SECRET_KEYS = ("AWS_SECRET_ACCESS_KEY",)
 
 
@@ -252,19 +251,12 @@ def connect_conf(*, grpc_port: int, ui_port: int, scratch: Path, warehouse_for_s
         # stay: dynamic allocation would hand work back to one worker.
         "spark.dynamicAllocation.enabled": "false",
         "spark.sql.warehouse.dir": warehouse_for_spark,
-        "spark.sql.catalogImplementation": "hive",
-        "spark.hadoop.hive.metastore.uris": f"thrift://127.0.0.1:{metastore_port}",
-        "spark.sql.hive.metastore.version": HIVE_CLIENT_VERSION,
-        "spark.sql.hive.metastore.jars": "path",
-        "spark.sql.hive.metastore.jars.path": f"file://{HIVE_CLIENT_JARS}/*.jar",
+        # Spark's Hive support pointed at the metastore, as the local engine's with catalog_uri; the
+        # project's put-if-absent S3 log store comes with the local engine's settings (server_conf).
+        **catalog_conf(f"thrift://127.0.0.1:{metastore_port}"),
     }
     for k, v in (s3 or {}).items():
         conf[f"spark.hadoop.{k}"] = v
-    if (SPARK_JARS / PROJECT_LOG_STORE_JAR).is_file():
-        # The project's Delta log store for S3: commits are put-if-absent, so several writers
-        # (this server, the local engine, Sail) cannot overwrite each other's commit.
-        conf["spark.delta.logStore.s3a.impl"] = PROJECT_LOG_STORE
-        conf["spark.delta.logStore.s3.impl"] = PROJECT_LOG_STORE
     return conf
 
 

@@ -24,6 +24,12 @@ def free_port() -> int:
     return free_loopback_port()
 
 
+def engine_flags(args) -> dict[str, str]:
+    """The `--engine` and `--spark-remote` flags among a server's arguments, with their values."""
+    args = list(args)
+    return {a: args[i + 1] for i, a in enumerate(args[:-1]) if a in ("--engine", "--spark-remote")}
+
+
 class RunningServer:
     """A destination server subprocess, as Fivetran would launch it."""
 
@@ -37,6 +43,8 @@ class RunningServer:
         self.port = free_port()
         if engine:
             extra_args = ("--engine", engine, *extra_args)
+        # The engine flags it was started with, for commands that must reach the same engine (maintain).
+        self.engine_args = tuple(x for flag in engine_flags(extra_args).items() for x in flag)
         self.warehouse = warehouse
         self.log_path = log_path
         self._log = open(log_path, "ab")
@@ -58,7 +66,11 @@ class RunningServer:
         )
         self.stub = destination_sdk_pb2_grpc.DestinationConnectorStub(self.channel)
         if ready_timeout is not None:
-            self._wait_ready(ready_timeout)
+            try:
+                self._wait_ready(ready_timeout)
+            except BaseException:
+                self.stop()  # nobody gets a handle on a server that never became ready: do not leave it running
+                raise
 
     def _wait_ready(self, timeout):
         from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -84,6 +96,8 @@ class RunningServer:
     def stop(self, sig=None):
         import signal
 
+        if self._log.closed:  # stopped already (fixtures stop what a test may have stopped itself)
+            return
         if self.proc.poll() is None:
             if self.group:
                 os.killpg(self.proc.pid, sig or signal.SIGTERM)

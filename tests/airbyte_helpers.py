@@ -26,9 +26,10 @@ ON_BOTH_ENGINES = pytest.mark.parametrize("engine", ["sail", "spark"], indirect=
 
 
 @pytest.fixture(params=os.environ.get("DELTA_AIRBYTE_TEST_ENGINES", "sail").split(","))
-def engine(request) -> str:
+def engine(request, door_process) -> str:
     """THE place the Airbyte tests take their engine from (DELTA_AIRBYTE_TEST_ENGINES=sail,spark
-    runs every Airbyte test on both engines)."""
+    runs every Airbyte test on both engines). Each `write` is a process with its own engine
+    (`door_process`: the full tier)."""
     return request.param
 
 

@@ -1,12 +1,70 @@
-"""Shared fixtures: a real server process on a free port, and gRPC stubs to it."""
+"""Shared fixtures (servers, engines) and the test tiers, which follow from the fixtures a test uses.
+
+Tiers (the Makefile picks them with -m):
+- fast (`make test`): everything that needs no engine, the package's doctests, and the tests that
+  reach an engine only through the session's shared server on embedded Sail (`server`, `stub`,
+  `engine_server` with engine "sail"), plus the tests marked `smoke` (one real local Spark JVM).
+- full (`make test-all`, marker `full`, set here): the fast tier plus every test whose fixtures
+  include the Spark engine (an `engine` parameter "spark"), a process of its own (a dedicated
+  server, the crash harness, an Airbyte or Conduit door process) or a service (the Airflow venv,
+  S3, a cluster): see FULL_TIER_FIXTURES. A new fixture that starts something costly belongs there
+  (or is built on `dedicated_server`), and its tests follow without any list of tests to keep.
+- slow (`make test-slow`, marked by hand): the long crash, fuzz and load runs and the real-client
+  tests (`make test-clients` runs the latter).
+"""
 from __future__ import annotations
 
+import hashlib
 import os
 
 import pytest
 
-from testkit.server_process import TEST_ENGINES, RunningServer
+from testkit.engines import SharedSpark
+from testkit.server_process import ROOT, TEST_ENGINES, RunningServer, engine_flags
 
+FULL = "full"
+# Fixtures whose users belong to the full tier, and why (a fixture that depends on one of them
+# brings its users along: pytest's item.fixturenames is the whole closure).
+FULL_TIER_FIXTURES = {
+    "dedicated_server": "a destination server process of its own",
+    "door_process": "Airbyte or Conduit door processes, each starting an engine of its own",
+    "airflow_venv": "Airflow in its own virtualenv, built by `make airflow-venv`",
+    "shared_spark": "the session's Apache Spark JVM",
+}
+# A parameter of these names with the value "spark" means the test runs on the Spark engine.
+ENGINE_PARAMETERS = ("engine", "engine_name")
+# On the Spark engine some hostile-names replays run only in `make test-slow`: the live variant
+# of the tester-input replays (the history variant covers each file's live tables too) and the
+# Parquet-format replays (the batch format is decided before the engine; both engines read the
+# same Arrow). Everything runs on Sail.
+SLOW_ON_SPARK = {"test_tester_input_with_hostile_names": "-live]", "test_parquet_batches_with_hostile_names": "]"}
+
+
+def tier_reasons(item) -> list[str]:
+    """Why a collected test belongs to the full tier (empty: the fast tier)."""
+    reasons = [why for name, why in FULL_TIER_FIXTURES.items() if name in item.fixturenames]
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if any(params.get(p) == "spark" for p in ENGINE_PARAMETERS):
+        reasons.append("the Apache Spark engine")
+    return reasons
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{FULL}: in the full tier only (`make test-all`); set from the fixtures a test uses")
+    config.addinivalue_line("markers", "smoke: in the fast tier whatever it uses (the one real local Spark run of `make test`)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("smoke") is None and tier_reasons(item):
+            item.add_marker(getattr(pytest.mark, FULL))
+        suffix = SLOW_ON_SPARK.get(getattr(item, "originalname", ""))
+        if suffix and "[spark" in item.nodeid and item.nodeid.endswith(suffix):
+            item.add_marker(pytest.mark.slow)
+
+
+
+# ---- engines and servers ------------------------------------------------------------------------
 
 @pytest.fixture(scope="session", params=TEST_ENGINES)
 def engine(request):
@@ -15,10 +73,20 @@ def engine(request):
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory, engine):
-    """One server per engine for the whole session (engine start-up is the slow part)."""
+def shared_spark():
+    """One Apache Spark JVM for the session (testkit/engines.py), started on first use."""
+    spark = SharedSpark()
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory, engine, request):
+    """One server per engine for the whole session (engine start-up is the slow part). On Spark it
+    reaches the session's shared JVM."""
     base = tmp_path_factory.mktemp(f"srv-{engine}")
-    srv = RunningServer(base / "warehouse", base / "server.log", engine=engine)
+    extra = ("--spark-remote", request.getfixturevalue("shared_spark").url) if engine == "spark" else ()
+    srv = RunningServer(base / "warehouse", base / "server.log", engine=engine, extra_args=extra)
     yield srv
     srv.stop()
 
@@ -31,8 +99,6 @@ def stub(server):
 @pytest.fixture
 def unique_schema(request):
     """A schema name unique to the test, so tests sharing the server do not collide."""
-    import hashlib
-
     name = request.node.nodeid
     safe = "".join(ch if ch.isalnum() else "_" for ch in request.node.name.lower())[:40]
     return f"t_{safe}_{hashlib.sha1(name.encode()).hexdigest()[:8]}_{os.getpid()}"
@@ -44,15 +110,52 @@ def engine_server(server):
     return server
 
 
-# On the Spark engine some hostile-names replays run only in `make test-slow`: the live variant
-# of the tester-input replays (the history variant covers each file's live tables too) and the
-# Parquet-format replays (the batch format is decided before the engine; both engines read the
-# same Arrow). Everything runs on Sail. CI's hour does not hold every replay twice on both engines.
-SLOW_ON_SPARK = {"test_tester_input_with_hostile_names": "-live]", "test_parquet_batches_with_hostile_names": "]"}
+@pytest.fixture(scope="session")
+def dedicated_server(shared_spark):
+    """Starts a server of the test's own: RunningServer's arguments, plus `own_jvm`.
+
+    A Spark server reaches the session's shared JVM (`--spark-remote`) unless `own_jvm=True`: only
+    tests about the destination's own local engine (its start, death, scratch folder, restart)
+    need a JVM of their own. Servers a test leaves running are stopped at the end of the session."""
+    started: list[RunningServer] = []
+
+    def start(warehouse, log_path, extra_args=(), *, engine=None, own_jvm=False, launcher=None, **kwargs) -> RunningServer:
+        extra_args = tuple(extra_args)
+        flags = engine_flags(("--engine", engine, *extra_args) if engine else extra_args)
+        if flags.get("--engine") == "spark" and "--spark-remote" not in flags and not own_jvm and launcher is None:
+            extra_args += ("--spark-remote", shared_spark.url)
+        srv = RunningServer(warehouse, log_path, extra_args, engine=engine, launcher=launcher, **kwargs)
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.stop()
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        suffix = SLOW_ON_SPARK.get(getattr(item, "originalname", ""))
-        if suffix and "[spark" in item.nodeid and item.nodeid.endswith(suffix):
-            item.add_marker(pytest.mark.slow)
+@pytest.fixture(scope="session")
+def parquet_server(tmp_path_factory, dedicated_server):
+    """A Sail server whose Capabilities answer PARQUET (so its batch files are Parquet), shared by
+    the tests of Parquet batches (each writes its own schemas)."""
+    base = tmp_path_factory.mktemp("parquet")
+    return dedicated_server(base / "warehouse", base / "server.log", extra_args=("--batch-file-format", "parquet"))
+
+
+@pytest.fixture(scope="session")
+def door_process(shared_spark):
+    """For tests that run the Airbyte or Conduit door as real processes (each starts its own
+    engine): what a door's configuration needs to reach the session's shared Spark JVM."""
+
+    def spark_remote(engine: str) -> dict:
+        return {"spark_remote": shared_spark.url} if engine == "spark" else {}
+
+    return spark_remote
+
+
+@pytest.fixture(scope="session")
+def airflow_venv():
+    """The Python of Airflow's test virtualenv, built by `make airflow-venv` (never by a test run)."""
+    venv = ROOT / ".airflow-venv"
+    if not (venv / ".stamp").is_file():  # written by scripts/airflow_test_venv.sh once it succeeded
+        pytest.fail("the Airflow test virtualenv is missing: run `make airflow-venv` (make test-all does)")
+    return venv / "bin" / "python"

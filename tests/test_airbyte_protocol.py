@@ -29,8 +29,8 @@ def wh(tmp_path) -> Path:
 
 
 @pytest.fixture
-def config(tmp_path, wh, engine) -> str:
-    return write_json(tmp_path / "config.json", {"warehouse": str(wh), "engine": engine})
+def config(tmp_path, wh, engine, door_process) -> str:
+    return write_json(tmp_path / "config.json", {"warehouse": str(wh), "engine": engine, **door_process(engine)})
 
 
 def catalog(tmp_path, *streams) -> str:

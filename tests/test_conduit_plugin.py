@@ -23,7 +23,7 @@ from testkit.delta_read import delta_version
 
 
 @pytest.fixture
-def plugin(tmp_path):
+def plugin(tmp_path, door_process):
     started = []
 
     def start(**kw):

@@ -247,7 +247,8 @@ def _succeeded(op: Op, resp) -> bool:
 
 
 class Harness:
-    def __init__(self, base: Path, *, rows: int, copies: int, seed: int = SEED, only=None):
+    def __init__(self, start_server, base: Path, *, rows: int, copies: int, seed: int = SEED, only=None):
+        self.start_server = start_server
         self.base = base
         self.wh = base / "warehouse"
         self.files = base / "files"
@@ -270,7 +271,7 @@ class Harness:
 
     # -- server --------------------------------------------------------------------------
     def start(self):
-        self.srv = RunningServer(self.wh, self.log)
+        self.srv = self.start_server(self.wh, self.log)
         self.figures["restarts"] += 1
 
     def stop(self):
@@ -591,11 +592,11 @@ def _finish(h: Harness):
     assert not h.failures, f"{len(h.failures)} crash-safety violations:\n" + "\n".join(h.failures)
 
 
-def test_crash_kill_short(tmp_path, request):
+def test_crash_kill_short(tmp_path, request, dedicated_server):
     """A random kill in each core operation and in one Migrate, plus a kill right after each of their
     intermediate commits (default run, under a minute)."""
     picks = {*CORE, "Migrate:update_column_value"}
-    h = Harness(tmp_path, rows=4000, copies=4, only=lambda op: op.name in picks)
+    h = Harness(dedicated_server, tmp_path, rows=4000, copies=4, only=lambda op: op.name in picks)
     results = []
     try:
         h.build()
@@ -611,10 +612,10 @@ def test_crash_kill_short(tmp_path, request):
     assert h.figures["kills"] >= 5
 
 
-def test_crash_at_every_commit_boundary_of_migrations(tmp_path, request):
+def test_crash_at_every_commit_boundary_of_migrations(tmp_path, request, dedicated_server):
     """Every Migrate operation killed right after its first visible change and after each further
     intermediate commit: multi-commit migrations must still leave before- or after-states."""
-    h = Harness(tmp_path, rows=2000, copies=3, seed=SEED + 2, only=lambda op: op.rpc == "Migrate")
+    h = Harness(dedicated_server, tmp_path, rows=2000, copies=3, seed=SEED + 2, only=lambda op: op.rpc == "Migrate")
     results = []
     try:
         h.build()
@@ -626,10 +627,10 @@ def test_crash_at_every_commit_boundary_of_migrations(tmp_path, request):
     _finish(h)
 
 
-def test_cancel_and_deadline_short(tmp_path, request):
+def test_cancel_and_deadline_short(tmp_path, request, dedicated_server):
     """Client cancellation and deadline expiry mid-request on every core operation and one Migrate."""
     picks = {*CORE, "Migrate:rename_table"}
-    h = Harness(tmp_path, rows=4000, copies=2, seed=SEED + 1, only=lambda op: op.name in picks)
+    h = Harness(dedicated_server, tmp_path, rows=4000, copies=2, seed=SEED + 1, only=lambda op: op.name in picks)
     results = []
     try:
         h.build()
@@ -645,11 +646,11 @@ def test_cancel_and_deadline_short(tmp_path, request):
 
 
 @pytest.mark.slow
-def test_crash_kill_long(tmp_path, request):
+def test_crash_kill_long(tmp_path, request, dedicated_server):
     """Random kills spread over each request's duration (8 per core operation, 3 per Migrate operation),
     a kill at every intermediate commit of every operation, then cancellations and deadlines."""
     rounds = int(os.environ.get("CRASH_ROUNDS", "4"))
-    h = Harness(tmp_path, rows=10000, copies=2 * rounds + 8)
+    h = Harness(dedicated_server, tmp_path, rows=10000, copies=2 * rounds + 8)
     results = []
     try:
         h.build()

@@ -14,7 +14,7 @@ import hashlib
 import pytest
 
 from testkit import tester as tc
-from testkit.server_process import TESTER_INPUTS, RunningServer
+from testkit.server_process import TESTER_INPUTS
 
 # (input, history variant?): the ddl/dml files have no history-mode table, so their live run is the only one.
 CASES = [("input.json", False), ("input.json", True), ("schema_migrations_input_sync_modes.json", False),
@@ -23,9 +23,9 @@ CASES = [("input.json", False), ("input.json", True), ("schema_migrations_input_
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
+def pair(tmp_path_factory, dedicated_server):
     base = tmp_path_factory.mktemp("cross")
-    servers = {e: RunningServer(base / "warehouse", base / f"{e}.log", engine=e) for e in ("sail", "spark")}
+    servers = {e: dedicated_server(base / "warehouse", base / f"{e}.log", engine=e) for e in ("sail", "spark")}
     yield servers
     for s in servers.values():
         s.stop()
@@ -64,7 +64,7 @@ def _protocol(path):
     return [a["protocol"] for _, acts in _log_actions(path) for a in acts if "protocol" in a][-1]
 
 
-def test_columns_changed_in_place_move_between_engines(pair, tmp_path):
+def test_columns_changed_in_place_move_between_engines(pair, tmp_path, dedicated_server):
     """Spark renames and drops columns of its own tables in place (column mapping); Sail then
     reads, upserts, renames and drops (its rewrites). A table Sail created has no column
     mapping: Spark rewrites it instead and never upgrades its protocol, so Sail keeps writing.
@@ -158,7 +158,7 @@ def test_columns_changed_in_place_move_between_engines(pair, tmp_path):
     assert "no column mapping" in err.details() and "DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES" in err.details()
     assert all(not ({"add", "remove"} & set().union(*acts)) for _, acts in _log_actions(path)[version:])
     assert described(pair["spark"].stub, "by_sail") == after_rename("renamed_é")
-    fresh = RunningServer(wh, tmp_path / "sail2.log", engine="sail")  # the next deployment, on Sail again
+    fresh = dedicated_server(wh, tmp_path / "sail2.log", engine="sail")  # the next deployment, on Sail again
     try:
         assert described(fresh.stub, "by_sail") == after_rename("renamed_é")
         write(fresh.stub, t, [{"id": 2, "renamed_é": "y2", "j": "[2]", "_fivetran_synced": sync}])

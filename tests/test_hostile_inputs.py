@@ -33,7 +33,6 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from testkit.batch_files import new_key, open_sink
 from batch_helpers import NULL_STRING, UNMOD_STRING, batch_file, write_request
-from testkit.server_process import RunningServer
 from testkit.delta_read import delta_version, read_delta_table
 from rpc_helpers import col, table, ts
 from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
@@ -88,11 +87,11 @@ def hist_row(i, start=T0, **over):
 class Ctx:
     """A dedicated server with two populated tables; helpers to write (broken) batch files."""
 
-    def __init__(self, base: Path, extra_args=()):
+    def __init__(self, start_server, base: Path, extra_args=()):
         self.base = base
         self.files = base / "files"
         self.files.mkdir(parents=True, exist_ok=True)
-        self.srv = RunningServer(base / "warehouse", base / "server.log", extra_args=extra_args)
+        self.srv = start_server(base / "warehouse", base / "server.log", extra_args=extra_args)
         self.stub = self.srv.stub
         self.warehouse = Path(self.srv.warehouse)
         self._n = 0
@@ -736,13 +735,13 @@ case("parquet_short_overflow", "WriteBatch", _pq(_pq_int_overflow), words=["colu
 
 
 @pytest.fixture(scope="module")
-def envs(tmp_path_factory):
+def envs(tmp_path_factory, dedicated_server):
     made: dict[str, Ctx] = {}
 
     def get(kind: str) -> Ctx:
         if kind not in made:
             base = tmp_path_factory.mktemp(f"hostile_{kind}")
-            ctx = Ctx(base, extra_args=("--batch-file-format", "parquet") if kind == "parquet" else ())
+            ctx = Ctx(dedicated_server, base, extra_args=("--batch-file-format", "parquet") if kind == "parquet" else ())
             ctx.setup_tables(parquet=(kind == "parquet"))
             made[kind] = ctx
         return made[kind]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from airbyte_helpers import record as airbyte_record
 from airbyte_helpers import run, stream, stream_state, write_json
 from conduit_helpers import connector_config, table_rows
@@ -19,6 +21,7 @@ from testkit.delta_read import delta_version, read_delta_table
 from testkit.openlineage_check import EventValidator, read_events, runs, wait_for
 
 ENGINE = "sail"  # explicitly the embedded engine, whatever DELTA_TEST_ENGINES says
+pytestmark = pytest.mark.usefixtures("door_process")  # each door runs as its own process
 
 
 def transport_env(events: Path) -> dict:

@@ -17,7 +17,6 @@ from delta_destination.lineage import table_uri
 from testkit.airflow_standin import AirflowStandIn
 from testkit.delta_read import delta_version, read_delta_table
 from testkit.openlineage_check import EventValidator, read_events, runs, wait_for
-from testkit.server_process import RunningServer
 
 ORDERS = table("orders", col("id", "INT", pk=True), col("amount", "DECIMAL", precision=10, scale=2),
                col("note", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
@@ -38,7 +37,7 @@ def airflow_standin():
 
 
 @pytest.fixture(scope="module")
-def lineage_server(tmp_path_factory, airflow_standin):
+def lineage_server(tmp_path_factory, airflow_standin, dedicated_server):
     base = tmp_path_factory.mktemp("lineage")
     events = base / "openlineage.jsonl"
     env = {
@@ -49,7 +48,7 @@ def lineage_server(tmp_path_factory, airflow_standin):
         "DELTA_LINEAGE_AIRFLOW_USERNAME": airflow_standin.username,
         "DELTA_LINEAGE_AIRFLOW_PASSWORD": airflow_standin.password,
     }
-    srv = RunningServer(base / "warehouse", base / "server.log", env=env)
+    srv = dedicated_server(base / "warehouse", base / "server.log", env=env)
     srv.events_path = events
     yield srv
     srv.stop()
@@ -183,7 +182,7 @@ def test_alter_truncate_and_migrate_report_their_lifecycle(lineage_server, tmp_p
     assert "memo" in [c["name"] for c in facets[4]["schema"]["fields"]]
 
 
-def test_lineage_endpoints_down_or_slow_never_fail_or_slow_a_write(tmp_path_factory, tmp_path):
+def test_lineage_endpoints_down_or_slow_never_fail_or_slow_a_write(tmp_path_factory, tmp_path, dedicated_server):
     """OpenLineage over HTTP to a server that answers after a minute, Airflow on a closed port,
     a queue of 2: every write still succeeds promptly, the table is right, warnings are logged,
     no secret is, and the process still stops cleanly."""
@@ -202,7 +201,7 @@ def test_lineage_endpoints_down_or_slow_never_fail_or_slow_a_write(tmp_path_fact
             "DELTA_LINEAGE_AIRFLOW_TOKEN": "airflow-secret-token-456",
             "DELTA_LINEAGE_QUEUE_SIZE": "2",
         }
-        srv = RunningServer(base / "warehouse", base / "server.log", env=env)
+        srv = dedicated_server(base / "warehouse", base / "server.log", env=env)
         try:
             stub = srv.stub
             took = []

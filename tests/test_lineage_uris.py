@@ -95,10 +95,9 @@ def test_unusable_roots_and_names_are_refused():
 # ---- Airflow's own normaliser -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def airflow():
-    """Ask Airflow (in its own venv) what it makes of a list of URIs."""
-    subprocess.run(["bash", str(ROOT / "scripts" / "airflow_test_venv.sh")], check=True, cwd=ROOT, timeout=1800)
-    python = ROOT / ".airflow-venv" / "bin" / "python"
+def airflow(airflow_venv):
+    """Ask Airflow (in its own venv, built by `make airflow-venv`) what it makes of a list of URIs."""
+    python = airflow_venv
 
     def ask(uris: list[str], tmp: Path) -> dict:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "OPENLINEAGE"))}

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from batch_helpers import batch_file, write_request
-from testkit.server_process import RunningServer, free_port
+from testkit.server_process import free_port
 from testkit.delta_read import read_delta_table
 from rpc_helpers import col, table
 from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
@@ -128,8 +128,8 @@ def _run_load(srv, tmp_path, seconds, max_steps):
     return sum(w.batches for w in writers), rows_checked, peak[0]
 
 
-def test_concurrent_load_short(tmp_path):
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log")
+def test_concurrent_load_short(tmp_path, dedicated_server):
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log")
     try:
         batches, rows, peak = _run_load(srv, tmp_path, seconds=30, max_steps=6)
         assert batches >= 12 * 3 and rows > 0
@@ -139,8 +139,8 @@ def test_concurrent_load_short(tmp_path):
 
 
 @pytest.mark.slow
-def test_concurrent_load_minutes(tmp_path):
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log")
+def test_concurrent_load_minutes(tmp_path, dedicated_server):
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log")
     try:
         batches, rows, peak = _run_load(srv, tmp_path, seconds=180, max_steps=10_000)
         print(f"load: {batches} batches, {rows} rows checked, peak RSS {peak / 2**30:.2f} GB")
@@ -165,14 +165,14 @@ def _wait_port(port, timeout=30):
     raise RuntimeError("engine did not start")
 
 
-def test_remote_engine_restart_is_retried_and_outage_reported(tmp_path):
+def test_remote_engine_restart_is_retried_and_outage_reported(tmp_path, dedicated_server):
     """A remote Spark Connect engine (Sail in its own process) restarts between requests: the next
     request succeeds; while it is down, requests fail with UNAVAILABLE naming the engine."""
     port = free_port()
     log = open(tmp_path / "sail.log", "ab")
     engine = _start_sail(port, log)
     _wait_port(port)
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log", extra_args=("--engine", "sail", "--spark-remote", f"sc://127.0.0.1:{port}"))
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log", extra_args=("--engine", "sail", "--spark-remote", f"sc://127.0.0.1:{port}"))
     try:
         t = _table("r")
         assert srv.stub.CreateTable(pb.CreateTableRequest(schema_name="s", table=t)).success

@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from testkit.server_process import ROOT, TESTER_INPUTS, RunningServer
+from testkit.server_process import ROOT, TESTER_INPUTS
 
 
 def _spark_jvms(root_pid: int) -> list[psutil.Process]:
@@ -30,12 +30,12 @@ def _spark_jvms(root_pid: int) -> list[psutil.Process]:
 
 
 @pytest.mark.parametrize("engine", ["sail", "spark"])
-def test_make_run_serves_and_passes_the_tester_client(tmp_path, engine):
+def test_make_run_serves_and_passes_the_tester_client(tmp_path, engine, dedicated_server):
     warehouse = tmp_path / "warehouse"
     make_vars = [] if engine == "sail" else [f"ENGINE={engine}"]
-    server = RunningServer(warehouse, tmp_path / "server.log",
-                           launcher=lambda port: ["make", "--no-print-directory", "run", f"PORT={port}",
-                                                  f"WAREHOUSE={warehouse}", *make_vars])
+    server = dedicated_server(warehouse, tmp_path / "server.log",
+                              launcher=lambda port: ["make", "--no-print-directory", "run", f"PORT={port}",
+                                                     f"WAREHOUSE={warehouse}", *make_vars])
     jvms = []
     try:
         jvms = _spark_jvms(server.proc.pid)

@@ -15,7 +15,6 @@ from deltalake import write_deltalake
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, expect_error, table
 from testkit.delta_read import delta_version, read_delta_table
-from testkit.server_process import RunningServer
 from delta_destination.errors import EngineError, InvalidRequest, MemoryBudgetExceeded
 from delta_destination.core.memory import TableSize, check_budget, gb, table_size
 from delta_destination.engines.dialect import SailDialect, SparkDialect
@@ -136,10 +135,10 @@ def rows(ids, v):
     return [{"id": i, "v": f"{v}{i}", "_fivetran_synced": T0, "_fivetran_deleted": False} for i in ids]
 
 
-def test_merge_over_budget_is_refused_naming_spark_and_leaves_the_table(tmp_path):
+def test_merge_over_budget_is_refused_naming_spark_and_leaves_the_table(tmp_path, dedicated_server):
     """Budget 0.25 GB (under Sail's 0.5 GB base estimate): new keys still go through the append
     fast path; a batch touching a stored key (a MERGE) is answered RESOURCE_EXHAUSTED."""
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log", engine="sail", env={MEMORY_BUDGET_ENV: "0.25"})
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log", engine="sail", env={MEMORY_BUDGET_ENV: "0.25"})
     try:
         stub, path = srv.stub, f"{srv.warehouse}/s/guarded"
         assert stub.CreateTable(pb.CreateTableRequest(schema_name="s", table=T)).success

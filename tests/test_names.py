@@ -29,7 +29,7 @@ from delta_destination.warehouse import (MAX_COMPONENT, Warehouse, name_of_compo
                                          same_ignoring_case)
 from testkit import tester as tc
 from testkit.delta_read import read_delta_table
-from testkit.server_process import TESTER_INPUTS, RunningServer
+from testkit.server_process import TESTER_INPUTS
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC)
@@ -285,7 +285,7 @@ def test_names_unsafe_as_paths_stay_refused(engine_server, name):
     assert not any(".." in p.name for p in Path(engine_server.warehouse).rglob("*"))
 
 
-def test_hostile_names_survive_a_restart(engine, tmp_path):
+def test_hostile_names_survive_a_restart(engine, tmp_path, dedicated_server):
     """The layout is the destination's own: a new process (and a new engine session) finds
     the table again, describes the exact names and keeps writing into the same table."""
     wh = tmp_path / "warehouse"
@@ -294,13 +294,13 @@ def test_hostile_names_survive_a_restart(engine, tmp_path):
     t = table(name, *_cols(*cols, key="ID-key"))
     row = lambda i, v: {"ID-key": i, **{c: f"{v}{j}" for j, c in enumerate(cols)},  # noqa: E731
                         "_fivetran_synced": T0, "_fivetran_deleted": False}
-    srv = RunningServer(wh, tmp_path / "one.log", extra_args=["--engine", engine])
+    srv = dedicated_server(wh, tmp_path / "one.log", engine=engine)
     try:
         assert srv.stub.CreateTable(pb.CreateTableRequest(schema_name=schema, table=t)).success
         _write(srv.stub, tmp_path, schema, t, [row(1, "a"), row(2, "b")])
     finally:
         srv.stop()
-    srv = RunningServer(wh, tmp_path / "two.log", extra_args=["--engine", engine])
+    srv = dedicated_server(wh, tmp_path / "two.log", engine=engine)
     try:
         d = describe(srv.stub, schema, name)
         assert d.table.name == name
@@ -322,12 +322,11 @@ def test_hostile_names_survive_a_restart(engine, tmp_path):
     assert sorted(os.listdir(wh / "Sales=20=C3=9C.2024")) == [Path(location).name]
 
 
-def test_parquet_batches_with_hostile_names(engine, tmp_path):
+def test_parquet_batches_with_hostile_names(engine, tmp_path, dedicated_server):
     """Parquet batch files carry the column names inside the file: the same inputs pass."""
     from delta_destination.fivetran.batch_files import Compression, FileFormat
 
-    srv = RunningServer(tmp_path / "warehouse", tmp_path / "server.log",
-                        extra_args=["--engine", engine, "--batch-file-format", "parquet"])
+    srv = dedicated_server(tmp_path / "warehouse", tmp_path / "server.log", ["--batch-file-format", "parquet"], engine=engine)
     try:
         for i, rel in enumerate(["input.json", "schema_migrations_input_sync_modes.json"]):
             spec, _, _ = hostile(tc.load_input(TESTER_INPUTS / rel), shift=3 * i + 1)

@@ -9,20 +9,12 @@ from datetime import datetime, timezone
 import pytest
 
 from testkit import tester as tc
-from testkit.server_process import TESTER_INPUTS, RunningServer
+from testkit.server_process import TESTER_INPUTS
 from testkit.delta_read import read_delta_table
 from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.fivetran.batch_files import Compression, FileFormat
 
 INPUT_FILES = sorted(p.relative_to(TESTER_INPUTS).as_posix() for p in TESTER_INPUTS.rglob("*.json"))
-
-
-@pytest.fixture(scope="module")
-def parquet_server(tmp_path_factory):
-    base = tmp_path_factory.mktemp("pq")
-    srv = RunningServer(base / "warehouse", base / "server.log", extra_args=("--batch-file-format", "parquet"))
-    yield srv
-    srv.stop()
 
 
 def test_capabilities_parquet(parquet_server):

@@ -74,15 +74,13 @@ def test_create_describe_round_trip_all_types(stub, unique_schema, server):
     assert str(schema.field("dec").type) == "decimal128(38, 37)"
 
 
-def test_describe_survives_restart(tmp_path):
-    from conftest import RunningServer
-
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log1")
+def test_describe_survives_restart(tmp_path, dedicated_server):
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log1")
     try:
         srv.stub.CreateTable(pb.CreateTableRequest(schema_name="s", table=table("t", col("id", "INT", pk=True), col("j", "JSON"), col("x", "XML"), col("tm", "NAIVE_TIME"))))
     finally:
         srv.stop()
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log2")
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log2")
     try:
         got = columns_of(describe(srv.stub, "s", "t"))
         assert got == {"id": ("INT", True, None), "j": ("JSON", False, None), "x": ("XML", False, None), "tm": ("NAIVE_TIME", False, None)}

@@ -13,7 +13,6 @@ from batch_helpers import NULL_STRING, UNMOD_STRING, batch_file, write_request
 from rpc_helpers import col, columns_of, describe, expect_error, table
 from testkit.batch_files import new_key, write_batch_file
 from testkit.delta_read import delta_version, read_delta_table
-from testkit.server_process import RunningServer
 from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from delta_destination.fivetran.batch_files import Compression, Encryption, FileFormat
 from delta_destination.fivetran.convert import table_from_proto
@@ -87,14 +86,6 @@ def test_add_column_with_default_keeps_an_existing_columns_type_with_a_warning(s
 
 
 # ---- Parquet batch files: file_params.compression ------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def parquet_server(tmp_path_factory):
-    base = tmp_path_factory.mktemp("pqc")
-    srv = RunningServer(base / "warehouse", base / "server.log", extra_args=("--batch-file-format", "parquet"))
-    yield srv
-    srv.stop()
-
 
 def _parquet_request(tmp_path, schema, t, rows, written: Compression, declared: Compression):
     path = tmp_path / f"batch_{written.name}_{declared.name}.parquet.aes"

@@ -186,10 +186,10 @@ class Watcher:
         self._scan()  # a last look at the final state
 
 
-def _server(base: Path, engine: str | None = None, **env) -> RunningServer:
+def _server(start, base: Path, engine: str | None = None, own_jvm: bool = False, **env) -> RunningServer:
     tmpdir = base / "server-tmp"
     tmpdir.mkdir(parents=True, exist_ok=True)
-    return RunningServer(base / "warehouse", base / "server.log", env={"TMPDIR": str(tmpdir), **env}, engine=engine)
+    return start(base / "warehouse", base / "server.log", env={"TMPDIR": str(tmpdir), **env}, engine=engine, own_jvm=own_jvm)
 
 
 def _create(stub, t, schema=SCHEMA, configuration=None):
@@ -215,8 +215,8 @@ def _run_in_thread(fn):
 # ----------------------------------------------------------------------------
 
 
-def test_no_plaintext_outside_the_table_during_a_large_batch(tmp_path, request):
-    srv = _server(tmp_path)
+def test_no_plaintext_outside_the_table_during_a_large_batch(tmp_path, request, dedicated_server):
+    srv = _server(dedicated_server, tmp_path)
     try:
         _create(srv.stub, BIG)
         marker = "PLAINTEXT-" + uuid.uuid4().hex
@@ -253,10 +253,10 @@ def test_no_plaintext_outside_the_table_during_a_large_batch(tmp_path, request):
         srv.stop()
 
 
-def test_staging_table_is_removed_after_the_batch(tmp_path, engine):
+def test_staging_table_is_removed_after_the_batch(tmp_path, engine, dedicated_server):
     """The known exception: above the local-relation limit the source is staged under the
     warehouse (Sail: a Delta table; Spark: Parquet files the engine reads in parallel)."""
-    srv = _server(tmp_path, engine, FIVETRAN_DELTA_LOCAL_RELATION_LIMIT="200000")
+    srv = _server(dedicated_server, tmp_path, engine, FIVETRAN_DELTA_LOCAL_RELATION_LIMIT="200000")
     try:
         _create(srv.stub, BIG)
         marker = "PLAINTEXT-" + uuid.uuid4().hex
@@ -278,9 +278,10 @@ def test_staging_table_is_removed_after_the_batch(tmp_path, engine):
         srv.stop()
 
 
-def test_staging_table_is_removed_at_startup_after_a_crash(tmp_path, engine):
+def test_staging_table_is_removed_at_startup_after_a_crash(tmp_path, engine, dedicated_server):
     env = {"FIVETRAN_DELTA_LOCAL_RELATION_LIMIT": "100000"}
-    srv = _server(tmp_path, engine, **env)
+    # A JVM of its own: the kill -9 below must take the engine (and its in-flight staging) with it.
+    srv = _server(dedicated_server, tmp_path, engine, own_jvm=True, **env)
     wh = Path(srv.warehouse)
     staging = wh / "_fivetran_staging"
     table_dir = wh / SCHEMA / "big"
@@ -298,7 +299,7 @@ def test_staging_table_is_removed_at_startup_after_a_crash(tmp_path, engine):
     finally:
         srv.stop()
     assert any(staging.rglob("*.parquet")), "the crash should have left staging data behind"
-    srv = _server(tmp_path, engine, **env)  # restart on the same warehouse
+    srv = _server(dedicated_server, tmp_path, engine, own_jvm=True, **env)  # restart on the same warehouse
     try:
         assert not staging.exists() or not any(staging.iterdir()), "staging data survived the restart"
         # the table is untouched (the MERGE never ran) and still usable
@@ -334,8 +335,8 @@ SEC = table("sec", col("id", "INT", pk=True), col("txt", "STRING"), col("num", "
             col("_fivetran_synced", "UTC_DATETIME"), col("_fivetran_deleted", "BOOLEAN"))
 
 
-def test_keys_secrets_and_values_never_in_logs_or_errors(tmp_path, request):
-    srv = _server(tmp_path)
+def test_keys_secrets_and_values_never_in_logs_or_errors(tmp_path, request, dedicated_server):
+    srv = _server(dedicated_server, tmp_path)
     token = "SECRET-TOKEN-" + uuid.uuid4().hex
     value = "SECRET-VALUE-" + uuid.uuid4().hex
     config = {"warehouse": str(srv.warehouse), "secret_token": token}
@@ -419,13 +420,13 @@ def test_keys_secrets_and_values_never_in_logs_or_errors(tmp_path, request):
     print("\n".join(["", "error messages checked:"] + messages))
 
 
-def test_staged_batches_keep_every_type(tmp_path, engine):
+def test_staged_batches_keep_every_type(tmp_path, engine, dedicated_server):
     """Every batch staged (a 1 kB local-relation limit): the tester's input.json, all types
     incl. naive and UTC timestamps, decimals, binary and JSON, compared with the model."""
     from testkit import tester as tc
     from testkit.server_process import TESTER_INPUTS
 
-    srv = _server(tmp_path, engine, FIVETRAN_DELTA_LOCAL_RELATION_LIMIT="1000")
+    srv = _server(dedicated_server, tmp_path, engine, FIVETRAN_DELTA_LOCAL_RELATION_LIMIT="1000")
     try:
         log = []
         result = tc.run_input_file(srv.stub, srv.warehouse, TESTER_INPUTS / "input.json", "staged", log=log.append)

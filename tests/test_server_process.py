@@ -10,7 +10,6 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from batch_helpers import batch_file, write_request
-from testkit.server_process import RunningServer
 from testkit.delta_read import read_delta_table
 from rpc_helpers import col, table
 from delta_destination.fivetran._proto import destination_sdk_pb2 as pb, destination_sdk_pb2_grpc as pb_grpc
@@ -48,8 +47,8 @@ def test_health_serving(server):
     assert h.Check(health_pb2.HealthCheckRequest(service="")).status == health_pb2.HealthCheckResponse.SERVING
 
 
-def test_sigterm_drains_in_flight_request(tmp_path):
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log")
+def test_sigterm_drains_in_flight_request(tmp_path, dedicated_server):
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log")
     t = table("drain", col("id", "LONG", pk=True), col("v", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
     srv.stub.CreateTable(pb.CreateTableRequest(schema_name="s", table=t))
     import datetime as dt
@@ -78,10 +77,10 @@ def test_sigterm_drains_in_flight_request(tmp_path):
     assert "destination stopped" in (tmp_path / "log").read_text()
 
 
-def test_log_lines_carry_fivetran_account_and_group(tmp_path):
+def test_log_lines_carry_fivetran_account_and_group(tmp_path, dedicated_server):
     """FIVETRAN_ACCOUNT_NAME / FIVETRAN_GROUP_NAME are context on every line (trimmed, one line)."""
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log",
-                        env={"FIVETRAN_ACCOUNT_NAME": "  acme\ncorp ", "FIVETRAN_GROUP_NAME": "\tlake_dest "})
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log",
+                           env={"FIVETRAN_ACCOUNT_NAME": "  acme\ncorp ", "FIVETRAN_GROUP_NAME": "\tlake_dest "})
     try:
         resp = srv.stub.DescribeTable(pb.DescribeTableRequest(schema_name="s", table_name="missing"), timeout=60)
         assert resp.not_found
@@ -113,13 +112,13 @@ def test_requests_up_to_128_mib_are_accepted(server):
         ch.close()
 
 
-def test_a_burst_of_signals_stops_the_server_cleanly(tmp_path):
+def test_a_burst_of_signals_stops_the_server_cleanly(tmp_path, dedicated_server):
     """`make run` is stopped through its process group, so the destination can get several
     signals at once (and an operator may press Ctrl-C twice): none may wedge the shutdown."""
     import os
     import time
 
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log")
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log")
     try:
         for i in range(300):
             os.kill(srv.proc.pid, signal.SIGINT if i % 2 else signal.SIGTERM)

@@ -117,10 +117,10 @@ def _engine_jvm(server: RunningServer, wait_seconds: float = 30) -> psutil.Proce
     raise AssertionError("no engine JVM under the destination")
 
 
-def test_kill_9_of_the_destination_takes_the_jvm_and_the_next_start_removes_its_scratch(tmp_path):
+def test_kill_9_of_the_destination_takes_the_jvm_and_the_next_start_removes_its_scratch(tmp_path, dedicated_server):
     scratch = tmp_path / "scratch"
     env = {"DELTA_DESTINATION_SCRATCH": str(scratch)}
-    srv = RunningServer(tmp_path / "wh", tmp_path / "one.log", engine="spark", env=env)
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "one.log", engine="spark", own_jvm=True, env=env)
     try:
         jvm = _engine_jvm(srv)
         # The JVM listens on loopback only.
@@ -137,7 +137,7 @@ def test_kill_9_of_the_destination_takes_the_jvm_and_the_next_start_removes_its_
     finally:
         srv.stop()
     assert folders[0].exists()  # a kill -9 cannot clean up ...
-    srv2 = RunningServer(tmp_path / "wh", tmp_path / "two.log", engine="spark", env=env)
+    srv2 = dedicated_server(tmp_path / "wh", tmp_path / "two.log", engine="spark", own_jvm=True, env=env)
     try:
         assert not folders[0].exists()  # ... the next engine start does
         assert "removed 1 scratch folder" in srv2.log_text()
@@ -147,11 +147,11 @@ def test_kill_9_of_the_destination_takes_the_jvm_and_the_next_start_removes_its_
     assert not [d for d in scratch.iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)]
 
 
-def test_sigterm_while_the_engine_starts_stops_it_and_removes_its_scratch(tmp_path):
+def test_sigterm_while_the_engine_starts_stops_it_and_removes_its_scratch(tmp_path, dedicated_server):
     """Fivetran (or Ctrl-C) may stop the destination at any moment, also before it is ready."""
     scratch = tmp_path / "scratch"
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log", engine="spark", env={"DELTA_DESTINATION_SCRATCH": str(scratch)},
-                        ready_timeout=None)
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log", engine="spark", own_jvm=True,
+                           env={"DELTA_DESTINATION_SCRATCH": str(scratch)}, ready_timeout=None)
     try:
         jvm = _engine_jvm(srv, wait_seconds=120)
         srv.proc.send_signal(signal.SIGTERM)
@@ -179,13 +179,13 @@ def test_a_stopped_destination_starts_no_engine():
     assert not engines.answers(Settings.create("/tmp/unused-warehouse", "spark"))
 
 
-def test_health_follows_the_engine_and_a_dead_jvm_is_restarted(tmp_path):
+def test_health_follows_the_engine_and_a_dead_jvm_is_restarted(tmp_path, dedicated_server):
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     from delta_destination.fivetran._proto import common_pb2
 
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log", engine="spark",
-                        env={"DELTA_DESTINATION_SCRATCH": str(tmp_path / "scratch"), "FIVETRAN_DELTA_HEALTH_INTERVAL": "1"})
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log", engine="spark", own_jvm=True,
+                           env={"DELTA_DESTINATION_SCRATCH": str(tmp_path / "scratch"), "FIVETRAN_DELTA_HEALTH_INTERVAL": "1"})
     try:
         assert "local Apache Spark engine started in" in srv.log_text()
         health = health_pb2_grpc.HealthStub(srv.channel)

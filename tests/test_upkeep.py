@@ -15,7 +15,7 @@ from delta_destination.errors import InvalidRequest
 from delta_destination.core.upkeep import UpkeepOptions
 from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 from testkit.delta_read import delta_version, read_delta_table
-from testkit.server_process import ROOT, RunningServer
+from testkit.server_process import ROOT
 
 T = table("events", col("id", "INT", pk=True), col("v", "STRING"))
 
@@ -48,7 +48,7 @@ def test_maintain_compacts_purges_and_vacuums_without_changing_rows(stub, server
     before = read_delta_table(location)
     files_before = len(DeltaTable(location).file_uris())
     version = delta_version(location)
-    r = maintain("--warehouse", str(server.warehouse), "--schema", unique_schema, "--table", "events", "--engine", engine)
+    r = maintain("--warehouse", str(server.warehouse), "--schema", unique_schema, "--table", "events", *server.engine_args)
     after = read_delta_table(location)
     assert sorted(after.to_pylist(), key=lambda x: x["id"]) == sorted(before.to_pylist(), key=lambda x: x["id"])
     assert {x["id"] for x in after.to_pylist()} == ids
@@ -106,9 +106,9 @@ def test_maintain_refuses_unknown_tables_and_short_retention(tmp_path):
 
 
 @pytest.mark.parametrize("engine_name", ["spark"])
-def test_periodic_upkeep_runs_on_idle_tables(tmp_path, engine_name):
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log", engine=engine_name,
-                        extra_args=("--upkeep-interval-hours", "0.002", "--upkeep-idle-minutes", "0"))
+def test_periodic_upkeep_runs_on_idle_tables(tmp_path, engine_name, dedicated_server):
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log", engine=engine_name,
+                           extra_args=("--upkeep-interval-hours", "0.002", "--upkeep-idle-minutes", "0"))
     try:
         ids = fill(srv.stub, "s", tmp_path, batches=3)
         location = f"{srv.warehouse}/s/events"

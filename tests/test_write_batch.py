@@ -262,11 +262,9 @@ def test_concurrent_writes(stub, server, unique_schema, tmp_path):
     assert len(rows_of(server, unique_schema, "c1")) == 30
 
 
-def test_batch_over_local_relation_limit_goes_through_staging(tmp_path):
+def test_batch_over_local_relation_limit_goes_through_staging(tmp_path, dedicated_server):
     """The staging path used above the Spark Connect message limit, forced with a tiny limit."""
-    from conftest import RunningServer
-
-    srv = RunningServer(tmp_path / "wh", tmp_path / "log", env={"FIVETRAN_DELTA_LOCAL_RELATION_LIMIT": "20000"})
+    srv = dedicated_server(tmp_path / "wh", tmp_path / "log", env={"FIVETRAN_DELTA_LOCAL_RELATION_LIMIT": "20000"})
     try:
         t = _synced_table()
         create(srv.stub, "s", t)

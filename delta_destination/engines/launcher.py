@@ -24,7 +24,9 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
+import threading
 
 PR_SET_PDEATHSIG = 1
 PARENT_GONE = 70  # EX_SOFTWARE-like: nothing was started because its owner had already ended
@@ -33,6 +35,33 @@ PARENT_GONE = 70  # EX_SOFTWARE-like: nothing was started because its owner had 
 def command(program: list[str]) -> list[str]:
     """The argv that runs `program` under this launcher, owned by the calling process."""
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid()), *program]
+
+
+def spawn_owned(program: list[str], *, name: str, cwd, env: dict, stdout) -> subprocess.Popen:
+    """Start `program` under this launcher from a thread of its own that lives exactly as long
+    as the child (the death signal follows the thread that forked, not the process), and return
+    it once started. Its own process group (setpgid in C): a terminal's Ctrl-C reaches the
+    destination, which stops its children in order."""
+    started = threading.Event()
+    result: list = []
+
+    def own():
+        try:
+            proc = subprocess.Popen(command(program), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
+                                    stderr=subprocess.STDOUT, process_group=0)
+        except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
+            result.append(exc)
+            started.set()
+            return
+        result.append(proc)
+        started.set()
+        proc.wait()
+
+    threading.Thread(target=own, name=name, daemon=True).start()
+    started.wait()
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    return result[0]
 
 
 def die_with_parent() -> None:

@@ -29,7 +29,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +44,14 @@ log = logs.get(__name__)
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_JARS_DIR = PROJECT_ROOT / ".spark-jars"
+# The project's Delta log store for S3 (jvm/src, built into .spark-jars by `make install`):
+# commits are put-if-absent, so several writers of one table cannot overwrite each other's commit.
+LOG_STORE_JAR = "delta-destination-storage.jar"
+LOG_STORE_CLASS = "deltadestination.storage.S3ConditionalPutLogStore"
+# Spark's Hive support for a Hive 4 metastore: pyspark's built-in 2.3 client fails every table
+# lookup against it ("Invalid method name: 'get_table'"); `make install` fetches the 4.0.1 client.
+HIVE_CLIENT_JARS_DIR = PROJECT_ROOT / ".hive-client-jars"
+HIVE_CLIENT_VERSION = "4.0.1"
 SCRATCH_PREFIX = "spark-"
 # A first start and two more after a crash: a crash at start-up is rare (2 in ~30 before
 # launcher.py existed), three in a row mean something is wrong with the machine or the JVM.
@@ -86,6 +93,7 @@ class SparkProcessOptions:
     cores: int = field(default_factory=lambda: int(os.environ.get("DELTA_DESTINATION_SPARK_CORES", os.cpu_count() or 2)))
     startup_timeout: float = 180.0
     extra_conf: tuple[tuple[str, str], ...] = ()
+    catalog_uri: Optional[str] = None   # a Hive Metastore this engine registers tables in
 
     @property
     def shuffle_partitions(self) -> int:
@@ -132,9 +140,34 @@ def server_conf(port: int, private_dir: Path, options: SparkProcessOptions) -> d
         # No auto compaction: it adds an OPTIMIZE commit after a write, and one request must
         # be one commit. Compaction is table upkeep's job (core/upkeep.py).
         "spark.databricks.delta.autoCompact.enabled": "false",
+        **log_store_conf(jars_dir()),
     }
+    if options.catalog_uri:
+        conf.update(catalog_conf(options.catalog_uri))
     conf.update(dict(options.extra_conf))
     return conf
+
+
+def log_store_conf(directory: Path) -> dict[str, str]:
+    """Delta's log store for S3 paths: the project's put-if-absent store where it is installed
+    (without it, Delta's default for S3 allows one writer per table)."""
+    if not (directory / LOG_STORE_JAR).is_file():
+        return {}
+    return {"spark.delta.logStore.s3a.impl": LOG_STORE_CLASS, "spark.delta.logStore.s3.impl": LOG_STORE_CLASS}
+
+
+def catalog_conf(catalog_uri: str, client_jars: Path = HIVE_CLIENT_JARS_DIR) -> dict[str, str]:
+    """Spark's Hive support pointed at a Hive Metastore (static: set when the JVM starts).
+    >>> catalog_conf("thrift://127.0.0.1:9083", Path("/j"))["spark.sql.hive.metastore.jars.path"]
+    'file:///j/*.jar'
+    """
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.hadoop.hive.metastore.uris": catalog_uri,
+        "spark.sql.hive.metastore.version": HIVE_CLIENT_VERSION,
+        "spark.sql.hive.metastore.jars": "path",
+        "spark.sql.hive.metastore.jars.path": f"file://{client_jars}/*.jar",
+    }
 
 
 def server_command(port: int, private_dir: Path, options: SparkProcessOptions, jars: list[Path]) -> list[str]:
@@ -275,32 +308,12 @@ class LocalSparkServer:
                "SPARK_LOG_DIR": str(self.private_dir / "tmp"), "SPARK_CONF_DIR": str(self.private_dir / "tmp")}
         env.pop("SPARK_CONNECT_MODE_ENABLED", None)  # the server is classic Spark
         env.pop("PYSPARK_SUBMIT_ARGS", None)
-        spawned = threading.Event()
-        failure: list[BaseException] = []
-
-        def own_the_jvm():
-            # This thread forks the JVM and lives exactly as long as it (see module docstring).
-            # No preexec_fn: Python code between fork and exec is unsafe in a process running
-            # gRPC threads; launcher.py sets the death signal after exec, process_group=0 is
-            # setpgid() in C (its own group: a terminal's Ctrl-C reaches us, we stop it in order).
-            try:
-                # The JVM's output stays in its private folder: engine messages can quote values.
-                with open(self.private_dir / "engine.log", "ab") as out:
-                    self._proc = subprocess.Popen(
-                        launcher.command(cmd), cwd=self.private_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                        stderr=subprocess.STDOUT, process_group=0,
-                    )
-            except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
-                failure.append(exc)
-                return
-            finally:
-                spawned.set()
-            self._proc.wait()
-
-        threading.Thread(target=own_the_jvm, name="spark-engine", daemon=True).start()
-        spawned.wait()
-        if failure:
-            raise EngineUnavailable(f"cannot start the local Spark engine's launcher ({type(failure[0]).__name__})") from failure[0]
+        try:
+            # The JVM's output stays in its private folder: engine messages can quote values.
+            with open(self.private_dir / "engine.log", "ab") as out:
+                self._proc = launcher.spawn_owned(cmd, name="spark-engine", cwd=self.private_dir, env=env, stdout=out)
+        except OSError as exc:
+            raise EngineUnavailable(f"cannot start the local Spark engine's launcher ({type(exc).__name__})") from exc
 
     def _wait_listening(self, deadline: float, attempt: int) -> None:
         while time.monotonic() < deadline:
