@@ -30,6 +30,8 @@ FULL_TIER_FIXTURES = {
     "door_process": "Airbyte or Conduit door processes, each starting an engine of its own",
     "airflow_venv": "Airflow in its own virtualenv, built by `make airflow-venv`",
     "shared_spark": "the session's Apache Spark JVM",
+    "s3_server": "a real S3 server (SeaweedFS)",
+    "cluster": "a local Spark cluster with a Hive metastore",
 }
 # A parameter of these names with the value "spark" means the test runs on the Spark engine.
 ENGINE_PARAMETERS = ("engine", "engine_name")
@@ -150,6 +152,17 @@ def door_process(shared_spark):
         return {"spark_remote": shared_spark.url} if engine == "spark" else {}
 
     return spark_remote
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """One real S3 server (SeaweedFS, testkit/s3_server.py) for the session; tests use their own
+    prefixes of its bucket. Its credentials are the server's own, passed explicitly (settings,
+    a process's environment), never put in this process's environment."""
+    from testkit.s3_server import S3Server
+
+    with S3Server() as s3:
+        yield s3
 
 
 @pytest.fixture(scope="session")

@@ -34,12 +34,6 @@ SPARK_S3_CONF = {
 }
 
 
-@pytest.fixture(scope="session")
-def s3_server():
-    with S3Server() as s3:
-        yield s3
-
-
 @pytest.fixture(scope="module")
 def s3_env(s3_server):
     """The engines of this module read the standard AWS variables: embedded Sail in this
