@@ -6,7 +6,9 @@ delta-rs (the `deltalake` package) reads the table through its own query engine
 refuse both features, and abort the interpreter at exit about half the time
 ("terminate called without an active exception").
 
-Tables on object storage take delta-rs `storage_options` (e.g. S3Server.delta_rs_options()).
+Tables on object storage take delta-rs `storage_options`, given per call or registered once per
+store prefix (`register_storage("s3://bucket/", options)`, as the test session's S3 server does), so
+that helpers reading `f"{server.warehouse}/{schema}/{table}"` work for every warehouse.
 """
 from __future__ import annotations
 
@@ -16,8 +18,21 @@ import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
 
+_STORAGE: dict[str, dict] = {}
+
+
+def register_storage(prefix: str, storage_options: dict) -> None:
+    """Read tables under `prefix` (e.g. "s3://bucket/") with these delta-rs options."""
+    _STORAGE[prefix] = dict(storage_options)
+
+
+def storage_options_for(path: str) -> Optional[dict]:
+    return next((o for p, o in _STORAGE.items() if str(path).startswith(p)), None)
+
+
 def _open(path: str, storage_options: Optional[dict] = None) -> DeltaTable:
-    return DeltaTable(str(path), storage_options=storage_options) if storage_options else DeltaTable(str(path))
+    options = storage_options or storage_options_for(path)
+    return DeltaTable(str(path), storage_options=options) if options else DeltaTable(str(path))
 
 
 def delta_version(path: str, storage_options: Optional[dict] = None) -> int:
@@ -34,3 +49,8 @@ def read_delta_table(path: str, storage_options: Optional[dict] = None) -> pa.Ta
     got = pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all())
     cols = [got.column(f.name).cast(f.type) for f in schema]
     return pa.Table.from_arrays(cols, schema=schema)
+
+
+def last_operation(path: str, storage_options: Optional[dict] = None) -> str:
+    """The operation of the table's newest commit (e.g. "MERGE", "WRITE"), from its commitInfo."""
+    return _open(path, storage_options).history(1)[0].get("operation", "")

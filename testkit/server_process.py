@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 
 from delta_destination.engines.spark_process import free_loopback_port
+from testkit.delta_read import storage_options_for
 
 from delta_destination.fivetran._proto import destination_sdk_pb2_grpc
 
@@ -46,6 +47,8 @@ class RunningServer:
         # The engine flags it was started with, for commands that must reach the same engine (maintain).
         self.engine_args = tuple(x for flag in engine_flags(extra_args).items() for x in flag)
         self.warehouse = warehouse
+        # How delta-rs reads this warehouse back, when it is on object storage (None: a directory).
+        self.storage_options = storage_options_for(str(warehouse))
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.group = launcher is not None

@@ -48,6 +48,8 @@ def tier_reasons(item) -> list[str]:
     params = getattr(getattr(item, "callspec", None), "params", {})
     if any(params.get(p) == "spark" for p in ENGINE_PARAMETERS):
         reasons.append("the Apache Spark engine")
+    if params.get("warehouse_kind") == "s3":
+        reasons.append("a warehouse on a real S3 server")
     return reasons
 
 
@@ -82,13 +84,25 @@ def shared_spark():
     spark.stop()
 
 
+@pytest.fixture(scope="session", params=["local"])
+def warehouse_kind(request):
+    """Where the session's servers keep their tables: a local directory, or (for the modules and
+    tests that parametrize it with "s3", indirectly) a prefix of the session's real S3 server."""
+    return request.param
+
+
 @pytest.fixture(scope="session")
-def server(tmp_path_factory, engine, request):
-    """One server per engine for the whole session (engine start-up is the slow part). On Spark it
-    reaches the session's shared JVM."""
-    base = tmp_path_factory.mktemp(f"srv-{engine}")
+def server(tmp_path_factory, engine, warehouse_kind, request):
+    """One server per engine (and warehouse kind) for the whole session (engine start-up is the slow
+    part). On Spark it reaches the session's shared JVM. On S3 it is started as a user would: the
+    standard AWS_* variables in its environment, `--warehouse s3://bucket/prefix`."""
+    base = tmp_path_factory.mktemp(f"srv-{engine}-{warehouse_kind}")
     extra = ("--spark-remote", request.getfixturevalue("shared_spark").url) if engine == "spark" else ()
-    srv = RunningServer(base / "warehouse", base / "server.log", engine=engine, extra_args=extra)
+    warehouse, env = base / "warehouse", None
+    if warehouse_kind == "s3":
+        s3 = request.getfixturevalue("s3_server")
+        warehouse, env = s3.url(f"srv-{engine}-{os.getpid()}/wh"), s3.env()
+    srv = RunningServer(warehouse, base / "server.log", engine=engine, extra_args=extra, env=env)
     yield srv
     srv.stop()
 
@@ -159,9 +173,11 @@ def s3_server():
     """One real S3 server (SeaweedFS, testkit/s3_server.py) for the session; tests use their own
     prefixes of its bucket. Its credentials are the server's own, passed explicitly (settings,
     a process's environment), never put in this process's environment."""
+    from testkit.delta_read import register_storage
     from testkit.s3_server import S3Server
 
     with S3Server() as s3:
+        register_storage(s3.url(), s3.storage_options())   # helpers read tables under it with its keys
         yield s3
 
 

@@ -54,3 +54,23 @@ def columns_of(resp):
             params = (c.params.decimal.precision, c.params.decimal.scale) if w == "decimal" else c.params.string_byte_length
         out[c.name] = (common_pb2.DataType.Name(c.type), c.primary_key, params)
     return out
+
+
+# For tests that hold for any warehouse: run them on a local directory and on the session's real
+# S3 server (tests/conftest.py: warehouse_kind; the S3 variants belong to the full tier).
+ON_BOTH_STORAGES = pytest.mark.parametrize("warehouse_kind", ["local", "s3"], indirect=True, scope="session")
+
+
+def files_under(server, location: str) -> list[str]:
+    """Every file (object) under `location` of the server's warehouse, local or S3."""
+    from testkit.tester import warehouse_of
+
+    return [e.location for e in warehouse_of(server.warehouse, server.storage_options).storage.list(location, recursive=True)]
+
+
+def entries_of(server, location: str) -> list[str]:
+    """The names directly under `location` that hold files (S3 prefixes without objects do not count)."""
+    from testkit.tester import warehouse_of
+
+    storage = warehouse_of(server.warehouse, server.storage_options).storage
+    return sorted({e.name for e in storage.list(location) if not e.is_dir or storage.list(e.location, recursive=True)})

@@ -8,7 +8,7 @@ import pytest
 
 from batch_helpers import batch_file, write_request
 from testkit.delta_read import delta_version, read_delta_table
-from rpc_helpers import col, expect_error, table
+from rpc_helpers import ON_BOTH_STORAGES, col, expect_error, table
 from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 
 UTC = dt.timezone.utc
@@ -64,6 +64,7 @@ def hist(stub, unique_schema):
     return unique_schema
 
 
+@ON_BOTH_STORAGES
 def test_history_lifecycle(stub, server, hist, tmp_path):
     # initial versions, including two versions of key 1 inside one batch
     r = history_request(hist, tmp_path, earliest=[{"id": 1, "_fivetran_start": t(1)}, {"id": 2, "_fivetran_start": t(1)}],
@@ -96,6 +97,7 @@ def test_history_lifecycle(stub, server, hist, tmp_path):
         (1, t(1), t(2) - MS, False, "a", 1.0), (1, t(2, 30), MAX, True, "re", 5.0), (2, t(1), t(4), False, "b", 3.0)]
 
 
+@ON_BOTH_STORAGES
 def test_update_without_any_previous_version_is_ignored(stub, server, hist, tmp_path):
     r = history_request(hist, tmp_path,
                         update=[{"id": 5, "amount": 1.0, "_fivetran_start": t(1), "_fivetran_end": MAX, "_fivetran_active": True, "_fivetran_synced": t(1)}],
@@ -104,6 +106,7 @@ def test_update_without_any_previous_version_is_ignored(stub, server, hist, tmp_
     assert state(server, hist) == []
 
 
+@ON_BOTH_STORAGES
 def test_several_updates_of_one_key_fill_from_the_pre_batch_version(stub, server, hist, tmp_path):
     """Several update versions of one key: each unmodified cell takes the value of the version
     active before the batch (not of the previous version in the batch); an explicit NULL is a
@@ -123,6 +126,7 @@ def test_several_updates_of_one_key_fill_from_the_pre_batch_version(stub, server
         (1, t(3), t(4) - MS, False, "a", 3.0), (1, t(4), MAX, True, None, 1.0)]
 
 
+@ON_BOTH_STORAGES
 def test_versions_without_end_or_active_are_chained(stub, server, hist, tmp_path):
     """Rows whose file leaves _fivetran_end/_fivetran_active out get them by chaining."""
     cols = ["id", "name", "amount", "_fivetran_start", "_fivetran_synced"]
@@ -134,6 +138,7 @@ def test_versions_without_end_or_active_are_chained(stub, server, hist, tmp_path
     assert state(server, hist) == [(1, t(1), t(2) - MS, False, "x", 1.0), (1, t(2), MAX, True, "y", 2.0)]
 
 
+@ON_BOTH_STORAGES
 def test_history_batch_on_live_table_is_refused(stub, unique_schema, tmp_path):
     live = table("live", col("id", "INT", pk=True), col("_fivetran_synced", "UTC_DATETIME"))
     stub.CreateTable(pb.CreateTableRequest(schema_name=unique_schema, table=live))
@@ -141,6 +146,7 @@ def test_history_batch_on_live_table_is_refused(stub, unique_schema, tmp_path):
     expect_error(lambda: stub.WriteHistoryBatch(req), grpc.StatusCode.INVALID_ARGUMENT)
 
 
+@ON_BOTH_STORAGES
 def test_alter_history_table(stub, server, hist, tmp_path):
     assert stub.WriteHistoryBatch(history_request(hist, tmp_path, replace=[version(1, t(1), name="a", amount=1.5)])).success
     cols = [c for c in H.columns if c.name != "name"]
@@ -166,6 +172,7 @@ def test_alter_history_table(stub, server, hist, tmp_path):
     assert len(read_delta_table(f"{server.warehouse}/{hist}/hist")) == 2
 
 
+@ON_BOTH_STORAGES
 def test_update_versions_follow_the_sdk_guide_example(stub, server, hist, tmp_path):
     """The SDK guide's update_files example: several versions of one key in one batch, each
     row keeping its own _fivetran_end / _fivetran_active, unmodified columns filled from the
@@ -190,6 +197,7 @@ def test_update_versions_follow_the_sdk_guide_example(stub, server, hist, tmp_pa
     assert state(server, hist) == expected
 
 
+@ON_BOTH_STORAGES
 def test_unmodified_cells_come_from_the_version_active_before_the_batch(stub, server, hist, tmp_path):
     """SEMANTICS.md: "fill unmodified columns from the latest active version" means the version
     active before the batch, for every update version of the key -- not the previous version

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 
 import grpc
 
 from batch_helpers import batch_file, write_request
 from testkit.delta_read import delta_version, read_delta_table
-from rpc_helpers import col, columns_of, describe, expect_error, table
+from rpc_helpers import ON_BOTH_STORAGES, entries_of, files_under, col, columns_of, describe, expect_error, table
 from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 
 UTC = dt.timezone.utc
@@ -121,19 +120,20 @@ def update_value(column, value):
 
 
 # ---- drop / rename / copy table ---------------------------------------------------------------------
+@ON_BOTH_STORAGES
 def test_drop_table_and_replay(stub, server, unique_schema, tmp_path):
     p = make(stub, server, unique_schema, LIVE, LIVE_ROWS, tmp_path)
     ok(migrate(stub, unique_schema, "transaction", drop=pb.DropOperation(drop_table=True)))
-    assert not os.path.exists(p)
+    assert files_under(server, p) == []
     assert describe(stub, unique_schema, "transaction").not_found
-    trash = os.path.join(server.warehouse, "_fivetran_trash")
-    assert not os.path.isdir(trash) or os.listdir(trash) == []
+    assert files_under(server, f"{server.warehouse}/_fivetran_trash") == []
     ok(migrate(stub, unique_schema, "transaction", drop=pb.DropOperation(drop_table=True)))  # replay
     # the name is free again: a new table there starts empty
     make(stub, server, unique_schema, LIVE, [], tmp_path)
     assert rows(server, unique_schema, "transaction") == []
 
 
+@ON_BOTH_STORAGES
 def test_rename_table_and_replay(stub, server, unique_schema, tmp_path):
     make(stub, server, unique_schema, LIVE, LIVE_ROWS, tmp_path)
     before = rows(server, unique_schema, "transaction")
@@ -154,6 +154,7 @@ def test_rename_table_and_replay(stub, server, unique_schema, tmp_path):
     expect_error(lambda: migrate(stub, unique_schema, "nope", **missing), grpc.StatusCode.NOT_FOUND)
 
 
+@ON_BOTH_STORAGES
 def test_rename_onto_existing_table_changes_nothing(stub, server, unique_schema, tmp_path):
     pa_ = make(stub, server, unique_schema, LIVE, LIVE_ROWS, tmp_path, name="a")
     pb_ = make(stub, server, unique_schema, LIVE, LIVE_ROWS[:2], tmp_path, name="b")
@@ -165,6 +166,7 @@ def test_rename_onto_existing_table_changes_nothing(stub, server, unique_schema,
     assert len(rows(server, unique_schema, "a")) == 5 and len(rows(server, unique_schema, "b")) == 2
 
 
+@ON_BOTH_STORAGES
 def test_copy_table_and_replay(stub, server, unique_schema, tmp_path):
     src = make(stub, server, unique_schema, LIVE, LIVE_ROWS, tmp_path)
     op = {"copy": pb.CopyOperation(copy_table=pb.CopyTable(from_table="transaction", to_table="transaction_new"))}
@@ -173,7 +175,7 @@ def test_copy_table_and_replay(stub, server, unique_schema, tmp_path):
     assert rows(server, unique_schema, "transaction_new") == rows(server, unique_schema, "transaction")
     assert columns_of(describe(stub, unique_schema, "transaction_new")) == columns_of(describe(stub, unique_schema, "transaction"))
     assert delta_version(dst) == 0  # data, schema and metadata in one commit
-    assert not [n for n in os.listdir(os.path.dirname(dst)) if n.startswith(".")]  # no temporary left
+    assert not [n for n in entries_of(server, dst.rsplit("/", 1)[0]) if n.startswith(".")]  # no temporary left
     ok(migrate(stub, unique_schema, "transaction", **op))  # replay recognises its own copy
     assert delta_version(dst) == 0
     # the source changes: the same copy onto the existing table is now a conflict, nothing changes
@@ -194,6 +196,7 @@ ODD = "a b,c=d"
 ODD2 = "new name, with = and ;"
 
 
+@ON_BOTH_STORAGES
 def test_rename_column_with_odd_names_and_replay(stub, server, unique_schema, tmp_path):
     t = table("odd", col(ODD, "INT", pk=True), col("j", "JSON"), col("_fivetran_synced", "UTC_DATETIME"))
     p = make(stub, server, unique_schema, t, [{ODD: 1, "j": '{"a":1}', "_fivetran_synced": SYNC1},
@@ -220,6 +223,7 @@ def test_rename_column_with_odd_names_and_replay(stub, server, unique_schema, tm
         from_column=ODD2, to_column="j"))), grpc.StatusCode.INVALID_ARGUMENT)
 
 
+@ON_BOTH_STORAGES
 def test_copy_column_and_replay(stub, server, unique_schema, tmp_path):
     p = make(stub, server, unique_schema, LIVE, LIVE_ROWS, tmp_path)
     op = {"copy": pb.CopyOperation(copy_column=pb.CopyColumn(from_column="desc", to_column="desc_detailed"))}
@@ -235,6 +239,7 @@ def test_copy_column_and_replay(stub, server, unique_schema, tmp_path):
     assert [r["desc_detailed"] for r in rows(server, unique_schema, "transaction")] == [None, "two", "two", "three", "money"]
 
 
+@ON_BOTH_STORAGES
 def test_add_column_with_default_value(stub, server, unique_schema, tmp_path):
     p = make(stub, server, unique_schema, LIVE, LIVE_ROWS, tmp_path)
     v = delta_version(p)
@@ -260,6 +265,7 @@ def test_add_column_with_default_value(stub, server, unique_schema, tmp_path):
     assert describe(stub, unique_schema, "transaction").table.columns[-1].name == "day"
 
 
+@ON_BOTH_STORAGES
 def test_add_column_with_default_on_empty_table(stub, server, unique_schema, tmp_path):
     make(stub, server, unique_schema, LIVE, [], tmp_path)
     ok(migrate(stub, unique_schema, "transaction", **add_default("flag", "BOOLEAN", "true")))
@@ -267,6 +273,7 @@ def test_add_column_with_default_on_empty_table(stub, server, unique_schema, tmp
     assert columns_of(describe(stub, unique_schema, "transaction"))["flag"] == ("BOOLEAN", False, None)
 
 
+@ON_BOTH_STORAGES
 def test_update_column_value_and_null(stub, server, unique_schema, tmp_path):
     p = make(stub, server, unique_schema, LIVE, LIVE_ROWS, tmp_path)
     ok(migrate(stub, unique_schema, "transaction", **update_value("amount", "202.57")))
@@ -286,6 +293,7 @@ def test_update_column_value_and_null(stub, server, unique_schema, tmp_path):
 
 
 # ---- history mode columns ----------------------------------------------------------------------
+@ON_BOTH_STORAGES
 def test_history_add_then_drop_same_timestamp_record_history_once(stub, server, unique_schema, tmp_path):
     p = make(stub, server, unique_schema, HIST, HIST_ROWS, tmp_path)
     ok(migrate(stub, unique_schema, "transaction_history", **add_hist("article", "STRING", "Ordered article")))
@@ -317,6 +325,7 @@ def test_history_add_then_drop_same_timestamp_record_history_once(stub, server, 
     assert len(read_delta_table(p)) == 13
 
 
+@ON_BOTH_STORAGES
 def test_history_add_column_converges_after_a_crash_between_schema_and_data(stub, server, unique_schema, tmp_path):
     """The column is added in its own commit before the MERGE: a crash in between leaves the
     column with NULLs everywhere; the replay must give the same table as an uninterrupted run."""
@@ -330,6 +339,7 @@ def test_history_add_column_converges_after_a_crash_between_schema_and_data(stub
     assert columns_of(describe(stub, unique_schema, "crashed")) == columns_of(describe(stub, unique_schema, "clean"))
 
 
+@ON_BOTH_STORAGES
 def test_history_drop_then_add_same_timestamp(stub, server, unique_schema, tmp_path):
     make(stub, server, unique_schema, HIST, HIST_ROWS, tmp_path)
     ok(migrate(stub, unique_schema, "transaction_history", **drop_hist("desc")))
@@ -346,6 +356,7 @@ def test_history_drop_then_add_same_timestamp(stub, server, unique_schema, tmp_p
     assert all(r[5] is None for r in got if not r[3])  # history keeps NULL for the added column
 
 
+@ON_BOTH_STORAGES
 def test_history_column_ops_on_empty_table_and_errors(stub, server, unique_schema, tmp_path):
     make(stub, server, unique_schema, HIST, [], tmp_path)
     ok(migrate(stub, unique_schema, "transaction_history", **add_hist("article", "STRING", "x")))
@@ -359,6 +370,7 @@ def test_history_column_ops_on_empty_table_and_errors(stub, server, unique_schem
     expect_error(lambda: migrate(stub, unique_schema, "transaction", **drop_hist("desc")), grpc.StatusCode.INVALID_ARGUMENT)
 
 
+@ON_BOTH_STORAGES
 def test_history_column_ops_refuse_active_versions_after_the_timestamp(stub, server, unique_schema, tmp_path):
     """The migration guide requires max(_fivetran_start) of the active rows <= operation_timestamp:
     an earlier timestamp is refused and the table stays as it was."""
@@ -377,6 +389,7 @@ def test_history_column_ops_refuse_active_versions_after_the_timestamp(stub, ser
 HISTORY_COLS = ["_fivetran_start", "_fivetran_end", "_fivetran_active"]
 
 
+@ON_BOTH_STORAGES
 def test_soft_delete_to_history_and_replay(stub, server, unique_schema, tmp_path):
     p = make(stub, server, unique_schema, LIVE, LIVE_ROWS, tmp_path)
     ok(migrate(stub, unique_schema, "transaction", **sync_mode("SOFT_DELETE_TO_HISTORY")))
@@ -396,6 +409,7 @@ def test_soft_delete_to_history_and_replay(stub, server, unique_schema, tmp_path
     assert sum(1 for r in rows(server, unique_schema, "transaction") if r["_fivetran_active"]) == 4
 
 
+@ON_BOTH_STORAGES
 def test_history_to_soft_delete_and_replay(stub, server, unique_schema, tmp_path):
     p = make(stub, server, unique_schema, HIST, HIST_ROWS + [version(5, 1.0, "gone", d(24), d(25), False)], tmp_path)
     ok(migrate(stub, unique_schema, "transaction_history", **sync_mode("HISTORY_TO_SOFT_DELETE")))
@@ -412,6 +426,7 @@ def test_history_to_soft_delete_and_replay(stub, server, unique_schema, tmp_path
     assert delta_version(p) == v
 
 
+@ON_BOTH_STORAGES
 def test_sync_mode_conversions_on_empty_tables(stub, server, unique_schema, tmp_path):
     make(stub, server, unique_schema, LIVE, [], tmp_path)
     make(stub, server, unique_schema, HIST, [], tmp_path)
@@ -422,6 +437,7 @@ def test_sync_mode_conversions_on_empty_tables(stub, server, unique_schema, tmp_
     assert describe(stub, unique_schema, "transaction_history").table.columns[-1].name == "_fivetran_deleted"
 
 
+@ON_BOTH_STORAGES
 def test_copy_table_to_history_mode_and_replay(stub, server, unique_schema, tmp_path):
     src = make(stub, server, unique_schema, LIVE, LIVE_ROWS, tmp_path)
     before, v_src = rows(server, unique_schema, "transaction"), delta_version(src)
@@ -444,6 +460,7 @@ def test_copy_table_to_history_mode_and_replay(stub, server, unique_schema, tmp_
     assert [(r["id"], r["_fivetran_deleted"]) for r in back] == [(1, False), (2, False), (3, True), (10, False), (20, False)]
 
 
+@ON_BOTH_STORAGES
 def test_live_mode_migrations_are_unsupported(stub, server, unique_schema, tmp_path):
     make(stub, server, unique_schema, LIVE, LIVE_ROWS, tmp_path)
     p = path(server, unique_schema, "transaction")
@@ -454,6 +471,7 @@ def test_live_mode_migrations_are_unsupported(stub, server, unique_schema, tmp_p
     assert delta_version(p) == v
 
 
+@ON_BOTH_STORAGES
 def test_malformed_migrations(stub, server, unique_schema, tmp_path):
     expect_error(lambda: stub.Migrate(pb.MigrateRequest(details=pb.MigrationDetails(schema=unique_schema, table="t"))),
                  grpc.StatusCode.INVALID_ARGUMENT)

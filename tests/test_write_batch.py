@@ -10,8 +10,8 @@ import grpc
 import pytest
 
 from batch_helpers import batch_file, write_request
-from testkit.delta_read import delta_version, read_delta_table
-from rpc_helpers import col, expect_error, table, ts
+from testkit.delta_read import delta_version, last_operation, read_delta_table
+from rpc_helpers import ON_BOTH_STORAGES, col, expect_error, table, ts
 from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.fivetran.batch_files import Compression
 
@@ -53,6 +53,7 @@ def path_of(server, schema, name):
     return f"{server.warehouse}/{schema}/{name}"
 
 
+@ON_BOTH_STORAGES
 def test_all_operations_in_one_commit(stub, server, unique_schema, tmp_path):
     create(stub, unique_schema, ALL)
     first = [row(1), row(2), row(3), row(4), row(5)]
@@ -92,6 +93,7 @@ def test_all_operations_in_one_commit(stub, server, unique_schema, tmp_path):
     assert rows_of(server, unique_schema, "all_types") == got
 
 
+@ON_BOTH_STORAGES
 def test_edge_values_round_trip(stub, server, unique_schema, tmp_path):
     create(stub, unique_schema, ALL)
     rows = [
@@ -108,6 +110,7 @@ def test_edge_values_round_trip(stub, server, unique_schema, tmp_path):
     assert got[2]["str"] == "null" and got[2]["x"] is None and got[2]["b"] is None
 
 
+@ON_BOTH_STORAGES
 def test_table_without_primary_key_uses_fivetran_id(stub, server, unique_schema, tmp_path):
     t = table("nopk", col("_fivetran_id", "STRING", pk=True), col("name", "STRING"), col("n", "INT"),
               col("_fivetran_synced", "UTC_DATETIME"), col("_fivetran_deleted", "BOOLEAN"))
@@ -136,6 +139,7 @@ BAD_CASES = ["wrong_key", "missing_key", "truncated", "corrupt", "bad_value", "u
 
 
 @pytest.mark.parametrize("case", BAD_CASES)
+@ON_BOTH_STORAGES
 def test_bad_input_leaves_table_unchanged(stub, server, unique_schema, tmp_path, case):
     create(stub, unique_schema, ALL)
     stub.WriteBatch(write_request(unique_schema, ALL, replace=[batch_file(tmp_path, ALL, [row(1), row(2)])]))
@@ -192,12 +196,14 @@ def test_bad_input_leaves_table_unchanged(stub, server, unique_schema, tmp_path,
     assert "SECRET-VALUE" not in server.log_text()
 
 
+@ON_BOTH_STORAGES
 def test_write_to_missing_table(stub, unique_schema, tmp_path):
     f = batch_file(tmp_path, ALL, [row(1)])
     expect_error(lambda: stub.WriteBatch(write_request(unique_schema, ALL, replace=[f])), grpc.StatusCode.NOT_FOUND)
 
 
 @pytest.mark.parametrize("compression,encrypt", [(Compression.GZIP, True), (Compression.OFF, True), (Compression.ZSTD, False), (Compression.OFF, False)])
+@ON_BOTH_STORAGES
 def test_compressions_and_plaintext(stub, server, unique_schema, tmp_path, compression, encrypt):
     create(stub, unique_schema, ALL)
     f = batch_file(tmp_path, ALL, [row(1), row(2)], compression=compression, encrypt=encrypt)
@@ -210,6 +216,7 @@ def _synced_table():
                  col("_fivetran_deleted", "BOOLEAN"))
 
 
+@ON_BOTH_STORAGES
 def test_truncate_hard_and_soft_millisecond_precision(stub, server, unique_schema, tmp_path):
     t = _synced_table()
     create(stub, unique_schema, t)
@@ -229,12 +236,14 @@ def test_truncate_hard_and_soft_millisecond_precision(stub, server, unique_schem
     assert sorted(rows_of(server, unique_schema, "tr")) == [1, 2, 3]
 
 
+@ON_BOTH_STORAGES
 def test_truncate_unknown_synced_column(stub, server, unique_schema, tmp_path):
     create(stub, unique_schema, _synced_table())
     expect_error(lambda: stub.Truncate(pb.TruncateRequest(schema_name=unique_schema, table_name="tr", synced_column="nope",
                                                           utc_delete_before=ts(T0))), grpc.StatusCode.INVALID_ARGUMENT)
 
 
+@ON_BOTH_STORAGES
 def test_concurrent_writes(stub, server, unique_schema, tmp_path):
     """Different tables in parallel; the same table serialized; nothing lost."""
     t = _synced_table()
@@ -279,6 +288,7 @@ def test_batch_over_local_relation_limit_goes_through_staging(tmp_path, dedicate
 
 
 @pytest.mark.slow
+@ON_BOTH_STORAGES
 def test_batch_larger_than_spark_connect_message_limit(stub, server, unique_schema, tmp_path):
     """A real batch whose Arrow data exceeds the 128 MiB Spark Connect message limit."""
     t = table("big", col("id", "LONG", pk=True), *[col(f"s{i}", "STRING") for i in range(6)],
@@ -296,6 +306,7 @@ def test_batch_larger_than_spark_connect_message_limit(stub, server, unique_sche
     assert got.num_rows == n and got.nbytes > 128 * 1024 * 1024
 
 
+@ON_BOTH_STORAGES
 def test_write_after_alter_uses_the_new_schema(stub, server, unique_schema, tmp_path):
     """Regression: the engine's catalog entry kept the pre-alter DECIMAL scale and cut values to it."""
     t = table("alt", col("id", "INT", pk=True), col("d", "DECIMAL", precision=38, scale=10), col("_fivetran_synced", "UTC_DATETIME"))
@@ -310,6 +321,7 @@ def test_write_after_alter_uses_the_new_schema(stub, server, unique_schema, tmp_
     assert got[1]["d"] == Decimal("1.5") and got[1]["c"] is None
 
 
+@ON_BOTH_STORAGES
 def test_decimal_precision_survives_rewrites(stub, server, unique_schema, tmp_path):
     """Regression: Sail read DECIMAL values from file statistics as doubles, and a MERGE stored that."""
     t = table("dec", col("id", "INT", pk=True), col("d", "DECIMAL", precision=38, scale=15), col("e", "DECIMAL", precision=38, scale=37),
@@ -324,16 +336,10 @@ def test_decimal_precision_survives_rewrites(stub, server, unique_schema, tmp_pa
 
 
 def _last_operation(path):
-    import glob
-    import json
-
-    last = sorted(glob.glob(f"{path}/_delta_log/*.json"))[-1]
-    for line in open(last):
-        obj = json.loads(line)
-        if "commitInfo" in obj:
-            return obj["commitInfo"]["operation"]
+    return last_operation(path)
 
 
+@ON_BOTH_STORAGES
 def test_new_keys_are_appended_without_merge(stub, server, unique_schema, tmp_path):
     t = table("fast", col("id", "INT", pk=True), col("v", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
     create(stub, unique_schema, t)

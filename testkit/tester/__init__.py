@@ -21,6 +21,7 @@ Library use (tests)::
 Command line: ``python -m testkit.tester --help`` (cli.py).
 """
 from .cli import main
+from .compare import warehouse_of
 from .inputs import OP_TIME, build_table, has_history_tables, load_input
 from .migrations import MIGRATIONS
 from .ops import OPS
@@ -29,6 +30,6 @@ from .runner import TesterRun, run_input_file, run_spec
 from .state import RunResult
 from .values import MAX_TS, file_value, migration_value, normalize
 
-__all__ = ["MAX_TS", "MIGRATIONS", "ModelError", "ModelTable", "OPS", "OP_TIME", "ReferenceModel", "RunResult",
+__all__ = ["warehouse_of", "MAX_TS", "MIGRATIONS", "ModelError", "ModelTable", "OPS", "OP_TIME", "ReferenceModel", "RunResult",
            "TesterRun", "build_table", "file_value", "has_history_tables", "load_input", "main", "migration_value",
            "normalize", "run_input_file", "run_spec"]

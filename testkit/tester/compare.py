@@ -3,10 +3,13 @@ schema, and a Delta table read back from disk (with delta-rs, independently of S
 model's rows."""
 from __future__ import annotations
 
+from typing import Optional
+
 import pyarrow as pa
 
 from delta_destination.core.model import Column, DataType as FT, TableSchema
 from delta_destination.core.types import arrow_type
+from delta_destination.storage import StorageOptions
 from delta_destination.warehouse import Warehouse, normalise_root
 from testkit.delta_read import read_delta_table
 from .reference_model import ModelTable
@@ -85,9 +88,18 @@ def compare_rows(t: ModelTable, disk_rows: list[dict]) -> list[str]:
     return _row_differences(t, disk_by_key) or ["row multisets differ (no per-key difference found)"]
 
 
-def table_path(warehouse, schema: str, table: str) -> str:
+def warehouse_of(warehouse, storage_options: Optional[dict] = None) -> Warehouse:
+    """The destination's view of the warehouse, reached with delta-rs-style AWS_* options."""
+    o = storage_options or {}
+    options = StorageOptions(endpoint=o.get("AWS_ENDPOINT_URL", ""), region=o.get("AWS_REGION", ""),
+                             access_key_id=o.get("AWS_ACCESS_KEY_ID", ""),
+                             secret_access_key=o.get("AWS_SECRET_ACCESS_KEY", ""))
+    return Warehouse(normalise_root(str(warehouse)), options)
+
+
+def table_path(warehouse, schema: str, table: str, storage_options: Optional[dict] = None) -> str:
     """Where the destination keeps a table (its warehouse layout spells names as directories)."""
-    return Warehouse(normalise_root(str(warehouse))).table_location(schema, table)
+    return warehouse_of(warehouse, storage_options).table_location(schema, table)
 
 
 def _arrow_equivalent(a: pa.DataType, b: pa.DataType) -> bool:
@@ -126,11 +138,12 @@ def _normalized_row(t: ModelTable, raw: dict, problems: list[str]) -> dict:
     return row
 
 
-def read_back(warehouse: str, schema: str, t: ModelTable) -> tuple[list[dict], list[str]]:
-    """Read a table from disk (independently of Spark) and normalise its values."""
-    path = table_path(warehouse, schema, t.schema.name)
+def read_back(warehouse: str, schema: str, t: ModelTable,
+              storage_options: Optional[dict] = None) -> tuple[list[dict], list[str]]:
+    """Read a table from disk or object storage (independently of Spark) and normalise its values."""
+    path = table_path(warehouse, schema, t.schema.name, storage_options)
     try:
-        arrow = read_delta_table(path)
+        arrow = read_delta_table(path, storage_options)
     except Exception as e:  # noqa: BLE001
         return [], [f"cannot read Delta table at {path}: {type(e).__name__}: {e}"]
     problems = _stored_type_problems(t, arrow)

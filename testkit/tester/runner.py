@@ -22,7 +22,7 @@ from delta_destination.fivetran.batch_files import FileFormat
 from delta_destination.fivetran.convert import table_from_proto, table_to_proto
 from . import migrations
 from .batch_writer import BatchWriter
-from .compare import compare_rows, compare_schema, read_back, table_path, type_name
+from .compare import compare_rows, compare_schema, read_back, table_path, type_name, warehouse_of
 from .inputs import build_table, load_input
 from .ops import OPS
 from .state import RPC_TIMEOUT, RunResult, RunState
@@ -129,11 +129,11 @@ class TesterRun(RunState):
                 f"describe_table {name}", ok_fields=("table", "not_found"))
             if resp is not None:
                 self.check_description(name, resp)
-        if "://" not in self.warehouse:
-            for name in sorted(self.vanished - set(self.model.tables)):
-                gone = Path(table_path(self.warehouse, self.schema, name)) / "_delta_log"
-                if gone.exists():
-                    self.problem(f"table {name}: removed by a migration, but a Delta table is still at {gone.parent}")
+        warehouse = warehouse_of(self.warehouse, self.storage_options)
+        for name in sorted(self.vanished - set(self.model.tables)):
+            gone = table_path(self.warehouse, self.schema, name, self.storage_options)
+            if warehouse.has_commits(gone):
+                self.problem(f"table {name}: removed by a migration, but a Delta table is still at {gone}")
 
     def check_description(self, name: str, resp: pb.DescribeTableResponse) -> None:
         which = resp.WhichOneof("response")
@@ -160,7 +160,7 @@ class TesterRun(RunState):
         """Every table of the model read back and compared; the rows read, for the result."""
         tables = {}
         for name, t in self.model.tables.items():
-            rows, problems = read_back(self.warehouse, self.schema, t)
+            rows, problems = read_back(self.warehouse, self.schema, t, self.storage_options)
             if not problems:
                 problems = compare_rows(t, rows)
             for p in problems:
@@ -177,14 +177,16 @@ def run_spec(stub, warehouse, spec: dict, schema: str = "tester", *, live_only: 
              compression=None, plain_text: bool = False, file_format=None, seed: int = 0,
              start_time: Optional[datetime] = None, run_migrations: bool = False,
              configuration: Optional[dict] = None, log: Optional[Callable[[str], None]] = None,
-             handover: Optional[tuple[int, Any]] = None) -> RunResult:
+             handover: Optional[tuple[int, Any]] = None, storage_options: Optional[dict] = None) -> RunResult:
     """Like run_input_file, for an input already loaded (or built) as a dict.
 
     `handover=(n, other_stub)`: from op n on (the remaining ops, migrations, describes) the run
-    talks to `other_stub` -- another server on the same warehouse, e.g. the other engine."""
+    talks to `other_stub` -- another server on the same warehouse, e.g. the other engine.
+    `storage_options`: how delta-rs reaches an object-store warehouse (AWS_* keys)."""
     run = TesterRun(stub, warehouse, copy.deepcopy(spec), schema, live_only=live_only, compression=compression,
                     plain_text=plain_text, file_format=file_format, seed=seed, start_time=start_time,
-                    run_migrations=run_migrations, configuration=configuration, log=log)
+                    run_migrations=run_migrations, configuration=configuration, log=log,
+                    storage_options=storage_options)
     return run.run(handover)
 
 

@@ -51,9 +51,11 @@ class RunState:
     def __init__(self, stub, warehouse, spec: dict, schema: str, *, live_only: bool = False,
                  compression=None, plain_text: bool = False, file_format=None, seed: int = 0,
                  start_time: Optional[datetime] = None, run_migrations: bool = False,
-                 configuration: Optional[dict] = None, log: Optional[Callable[[str], None]] = None):
+                 configuration: Optional[dict] = None, log: Optional[Callable[[str], None]] = None,
+                 storage_options: Optional[dict] = None):
         self.stub = stub
         self.warehouse = str(warehouse)
+        self.storage_options = storage_options  # delta-rs options of an object-store warehouse
         self.spec = spec
         self.schema = schema
         self.live_only = live_only
