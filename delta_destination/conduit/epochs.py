@@ -37,14 +37,18 @@ def new_instance_tag() -> str:
 
 
 def token(epoch: int, instance: str) -> str:
-    """>>> token(7, "123.ab")
+    """The claim token: zero-padded so that tokens compare as text in epoch order.
+
+    >>> token(7, "123.ab")
     '000000000007-123.ab'
     """
     return f"{epoch:012d}-{instance}"
 
 
 def epoch_of(value: Optional[str]) -> int:
-    """>>> epoch_of('000000000007-123.ab'), epoch_of(None), epoch_of('junk')
+    """The epoch of a token; no token or a foreign value counts as epoch 0 (never claimed).
+
+    >>> epoch_of('000000000007-123.ab'), epoch_of(None), epoch_of('junk')
     (7, 0, 0)
     """
     head = (value or "").partition("-")[0]
