@@ -42,14 +42,20 @@ def is_url(path: str) -> bool:
 
 
 def canonical(path: str) -> str:
-    """One spelling per place: `s3a://b/k/` -> `s3://b/k`, `file:///x` -> `/x`, `~/x` -> absolute.
-    >>> canonical("s3a://bucket/wh/"), canonical("file:///tmp/wh")
-    ('s3://bucket/wh', '/tmp/wh')
+    """One spelling per place: `s3a://b/k/` -> `s3://b/k`, `file:///x` and `file://localhost/x`
+    -> `/x`, `~/x` -> absolute. A `file://` URL naming another host is not a local path: it
+    stays a URL.
+    >>> canonical("s3a://bucket/wh/"), canonical("file:///tmp/wh"), canonical("file://localhost/tmp/wh")
+    ('s3://bucket/wh', '/tmp/wh', '/tmp/wh')
+    >>> canonical("FILE://LocalHost/tmp/wh/"), canonical("file://nas/share/wh/")
+    ('/tmp/wh', 'file://nas/share/wh')
     """
     scheme = url_scheme(path)
     if scheme == "file":
-        path = path.split("://", 1)[1]
-        scheme = ""
+        authority, slash, rest = path.split("://", 1)[1].partition("/")
+        if authority.lower() in ("", "localhost"):
+            path = slash + rest
+            scheme = ""
     if not scheme:
         return os.path.abspath(os.path.expanduser(path))
     rest = path.split("://", 1)[1].rstrip("/")

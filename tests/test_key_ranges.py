@@ -6,9 +6,11 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from batch_helpers import batch_file, write_request
+from delta_destination.core.catalog import TableRef
 from delta_destination.core.key_ranges import keys_cannot_match, ranges_disjoint
 from delta_destination.core.model import Column, DataType, TableSchema
 from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.warehouse import Warehouse
 from rpc_helpers import col, table
 from testkit.delta_read import read_delta_table
 
@@ -39,16 +41,17 @@ def test_file_ranges_prove_only_what_they_can():
 def test_the_log_proves_new_keys_on_tables_each_engine_writes(stub, server, engine, unique_schema, tmp_path):
     assert stub.CreateTable(pb.CreateTableRequest(schema_name=unique_schema, table=T)).success
     location = f"{server.warehouse}/{unique_schema}/orders"
-    assert keys_cannot_match(location, SCHEMA, ["id", "region"], source([1, 2]))  # empty table
+    ref = TableRef(unique_schema, "orders", location, Warehouse(str(server.warehouse)))
+    assert keys_cannot_match(ref, SCHEMA, ["id", "region"], source([1, 2]))  # empty table
 
     rows = [{"id": i, "region": "eu", "v": f"v{i}"} for i in range(10, 20)]
     assert stub.WriteBatch(write_request(unique_schema, T, replace=[batch_file(tmp_path, T, rows)])).success
-    assert keys_cannot_match(location, SCHEMA, ["id", "region"], source([20, 30]))
-    assert keys_cannot_match(location, SCHEMA, ["id", "region"], source([1, 9]))
-    assert not keys_cannot_match(location, SCHEMA, ["id", "region"], source([15]))
-    assert not keys_cannot_match(location, SCHEMA, ["id", "region"], source([5, 25]))  # range overlaps: unsure
+    assert keys_cannot_match(ref, SCHEMA, ["id", "region"], source([20, 30]))
+    assert keys_cannot_match(ref, SCHEMA, ["id", "region"], source([1, 9]))
+    assert not keys_cannot_match(ref, SCHEMA, ["id", "region"], source([15]))
+    assert not keys_cannot_match(ref, SCHEMA, ["id", "region"], source([5, 25]))  # range overlaps: unsure
     # String keys prove nothing (Delta truncates their statistics).
-    assert not keys_cannot_match(location, SCHEMA, ["region"], source([30], ["zz"]))
+    assert not keys_cannot_match(ref, SCHEMA, ["region"], source([30], ["zz"]))
     if engine == "spark":  # the statistics are kept under physical names (column mapping)
         assert any(k.startswith("delta.columnMapping") for k in DeltaTable(location).metadata().configuration)
 
@@ -70,8 +73,12 @@ def test_the_log_proves_new_keys_on_tables_each_engine_writes(stub, server, engi
 
 
 def test_object_store_tables_and_unreadable_logs_fall_back_to_the_engine(tmp_path):
-    assert not keys_cannot_match("s3://bucket/wh/s/t", SCHEMA, ["id"], source([1]))
-    broken = tmp_path / "t" / "_delta_log"
+    # Stores only the engine reaches (the destination cannot list them): never proven here.
+    for root in ("gs://bucket/wh", "abfss://cont@acct.dfs.core.windows.net/wh", "hdfs://nn:8020/wh"):
+        wh = Warehouse(root)
+        assert not keys_cannot_match(TableRef("s", "t", wh.table_location("s", "t"), wh), SCHEMA, ["id"], source([1]))
+    wh = Warehouse(str(tmp_path))
+    broken = tmp_path / "s" / "t" / "_delta_log"
     broken.mkdir(parents=True)
     (broken / "00000000000000000000.json").write_text("not json\n")
-    assert not keys_cannot_match(str(tmp_path / "t"), SCHEMA, ["id"], source([1]))
+    assert not keys_cannot_match(TableRef("s", "t", wh.table_location("s", "t"), wh), SCHEMA, ["id"], source([1]))

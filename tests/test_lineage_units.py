@@ -21,6 +21,7 @@ from delta_destination.lineage.airflow_assets import AirflowAssets, AirflowConfi
 from delta_destination.lineage.listeners import CommitLog
 from delta_destination.lineage.openlineage_events import run_event
 from delta_destination.lineage.sender import BackgroundSender
+from delta_destination.warehouse import Warehouse
 from testkit.airflow_standin import AirflowStandIn
 from testkit.openlineage_check import EventValidator
 
@@ -149,15 +150,44 @@ def test_events_fill_in_the_committed_version_and_survive_failing_listeners(tmp_
 
     events = Events("d")
     events.listeners += [Broken(), Recorder()]
-    with events.operation("WriteBatch", "s", "t", str(location)) as outcome:
+    with events.operation("WriteBatch", "s", "t", str(location), Warehouse(str(tmp_path))) as outcome:
         outcome.committed = True
+    with events.operation("Migrate:drop_table", "s", "t", str(location)) as outcome:
+        outcome.committed = True  # a local location without its warehouse (as migrations name it)
     with events.operation("WriteBatch", "s", "t", str(location)):
         pass  # nothing committed: no version
     with pytest.raises(InvalidRequest):
         with events.operation("WriteBatch", "s", "t", str(location)):
             raise InvalidRequest("bad")
-    assert seen == [("started", "t"), ("completed", 7), ("started", "t"), ("completed", None),
-                    ("started", "t"), ("failed", "InvalidRequest")]
+    assert seen == [("started", "t"), ("completed", 7), ("started", "t"), ("completed", 7),
+                    ("started", "t"), ("completed", None), ("started", "t"), ("failed", "InvalidRequest")]
+
+
+def test_a_log_that_cannot_be_read_never_fails_a_committed_operation(lineage_log):
+    """Reading the version is reporting only: an object store's error (not an OSError) after the
+    commit leaves the version unknown and the operation successful."""
+    class Unreachable(Warehouse):
+        def commit_entries(self, location):
+            raise RuntimeError("endpoint unreachable")
+
+    seen = []
+
+    class Recorder:
+        def started(self, event):
+            pass
+
+        def completed(self, event, outcome):
+            seen.append(("completed", outcome.version))
+
+        def failed(self, event, error):
+            seen.append(("failed", type(error).__name__))
+
+    events = Events("d")
+    events.listeners.append(Recorder())
+    with events.operation("WriteBatch", "s", "t", "s3://bucket/wh/s/t", Unreachable("s3://bucket/wh")) as outcome:
+        outcome.committed = True
+    assert seen == [("completed", None)]
+    assert any("could not be read (RuntimeError)" in r.getMessage() for r in lineage_log.records)
 
 
 def test_a_doors_working_tables_get_no_lineage_but_keep_their_commit_log_line(tmp_path, lineage_log):
@@ -188,8 +218,9 @@ def test_row_counts_come_from_the_commits_operation_metrics(tmp_path):
                                                        "numTargetRowsDeleted": "1", "numOutputRows": "40"}}}
     (log_dir / "00000000000000000003.json").write_text(
         json.dumps({"add": {"path": "x.parquet"}}) + "\n" + json.dumps(spark_merge) + "\n")
-    assert row_counts(commit_info(str(tmp_path), 3)) == (7, 2, 1)
-    assert commit_info(str(tmp_path), 4) is None  # no such commit
+    warehouse = Warehouse(str(tmp_path))
+    assert row_counts(commit_info(warehouse, str(tmp_path), 3)) == (7, 2, 1)
+    assert commit_info(warehouse, str(tmp_path), 4) is None  # no such commit
     assert row_counts({"operation": "WRITE", "operationMetrics": {"numOutputRows": 5}}) == (5, 0, 0)
     assert row_counts({"operation": "UPDATE", "operationMetrics": {"numUpdatedRows": "3"}}) == (0, 3, 0)
     assert row_counts({"operation": "DELETE", "operationMetrics": {"numDeletedRows": 4}}) == (0, 0, 4)
@@ -217,9 +248,10 @@ def test_a_write_reports_the_engines_counts_and_a_schema_rewrite_none(tmp_path):
 
     events = Events("fivetran")
     events.listeners.append(Outcomes())
-    with events.operation("WriteBatch", "s", "t", str(location)) as outcome:
+    warehouse = Warehouse(str(tmp_path))  # as the catalog passes it (TableRef.warehouse)
+    with events.operation("WriteBatch", "s", "t", str(location), warehouse) as outcome:
         outcome.committed, outcome.inserted, outcome.updated, outcome.deleted = True, 2, 0, 0  # 2 upserts
-    with events.operation("AlterTable", "s", "t", str(location)) as outcome:
+    with events.operation("AlterTable", "s", "t", str(location), warehouse) as outcome:
         outcome.committed, outcome.lifecycle = True, "ALTER"
     assert (seen[0].inserted, seen[0].updated, seen[0].deleted) == (1, 1, 0)
     assert (seen[1].inserted, seen[1].updated, seen[1].deleted) == (None, None, None)

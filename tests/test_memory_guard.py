@@ -16,11 +16,13 @@ from batch_helpers import batch_file, write_request
 from rpc_helpers import col, expect_error, table
 from testkit.delta_read import delta_version, read_delta_table
 from delta_destination.errors import EngineError, InvalidRequest, MemoryBudgetExceeded
+from delta_destination.core.catalog import TableRef
 from delta_destination.core.memory import TableSize, check_budget, gb, table_size
 from delta_destination.engines.dialect import SailDialect, SparkDialect
 from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.fivetran.main import parse_args
 from delta_destination.settings import MEMORY_BUDGET_ENV, Settings, parse_budget
+from delta_destination.warehouse import Warehouse
 
 GiB = 2**30
 MiB = 2**20
@@ -82,19 +84,25 @@ def test_gb():
 # ---- the table's size from its log ---------------------------------------------------------
 
 def test_table_size_reads_the_delta_log(tmp_path):
-    path = str(tmp_path / "t")
+    wh = Warehouse(str(tmp_path))
+    ref = TableRef("s", "t", wh.table_location("s", "t"), wh)
+    path = ref.location
     write_deltalake(path, pa.table({"id": list(range(100)), "v": ["x" * 20] * 100}))
     write_deltalake(path, pa.table({"id": list(range(100, 150)), "v": ["y"] * 50}), mode="append")
-    size = table_size(path)
-    files = sorted(p for p in (tmp_path / "t").iterdir() if p.suffix == ".parquet")
+    size = table_size(ref)
+    files = sorted(p for p in (tmp_path / "s" / "t").iterdir() if p.suffix == ".parquet")
     assert size == TableSize(files=2, bytes=sum(p.stat().st_size for p in files), rows=150)
     # Overwritten files leave the sum (removed by the log, still on disk until VACUUM).
     write_deltalake(path, pa.table({"id": [1], "v": ["z"]}), mode="overwrite")
-    assert table_size(path).files == 1 and table_size(path).rows == 1
+    assert table_size(ref).files == 1 and table_size(ref).rows == 1
 
 
-def test_table_size_of_object_store_urls_is_not_measured():
-    assert table_size("s3://bucket/wh/s/t") is None
+def test_table_size_of_stores_the_destination_cannot_list_is_not_measured():
+    """Only the engine reaches gs://, abfss://, hdfs:// ... warehouses: no size, so no guard (S3
+    warehouses are listed by the destination and measured through delta-rs with their options)."""
+    for root in ("gs://bucket/wh", "abfss://cont@acct.dfs.core.windows.net/wh", "hdfs://nn:8020/wh"):
+        wh = Warehouse(root)
+        assert table_size(TableRef("s", "t", wh.table_location("s", "t"), wh)) is None
 
 
 # ---- the budget setting -------------------------------------------------------------------

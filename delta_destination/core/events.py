@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, Protocol
 
 from .. import logs
+from ..storage import canonical, is_url
 from ..warehouse import Warehouse
 from .delta_log import commit_info, delta_version, row_counts
 from .model import Column
@@ -44,16 +45,43 @@ class TableOutcome:
     extra: dict = field(default_factory=dict)
 
 
+def log_reader(warehouse: Optional[Warehouse], location: str) -> Optional[Warehouse]:
+    """Where the table's log is read from: the operation's warehouse (with its storage
+    options), else -- for callers that name only a location -- the local disk when the
+    location is a local path. None when nothing here can read it (an object-store location
+    without its warehouse's options)."""
+    if warehouse is not None:
+        return warehouse
+    if location and not is_url(canonical(location)):
+        return Warehouse(location)
+    return None
+
+
 def committed_version(warehouse: Optional[Warehouse], location: str) -> Optional[int]:
     """The version a finished commit wrote: the newest in the table's log, read right after
     the operation -- still under the table's lock for writes, DDL and truncates, so no later
     commit of ours can be counted (migrations lock inside their handlers: a concurrent request
     for the same table could be counted there; Fivetran serialises a table's requests).
-    None where the destination cannot list the warehouse itself."""
-    if not location or warehouse is None or not warehouse.can_list:
+    `warehouse` may be None for a local location (see `log_reader`). None where the
+    destination cannot list the warehouse itself.
+    >>> committed_version(None, "s3://bucket/wh/s/t") is None
+    True
+    """
+    reader = log_reader(warehouse, location) if location else None
+    if reader is None or not reader.can_list:
         return None
-    version = delta_version(warehouse, location)
+    version = delta_version(reader, canonical(location) if reader.is_local else location)
     return version if version >= 0 else None
+
+
+def _commit_info(warehouse: Optional[Warehouse], location: str, version: int) -> Optional[dict]:
+    """The commitInfo action of the commit `version` of the table at `location` (None when
+    absent, unreadable, or where the destination cannot list the warehouse itself);
+    `warehouse` may be None for a local location (see `log_reader`)."""
+    reader = log_reader(warehouse, location) if location else None
+    if reader is None or not reader.can_list:
+        return None
+    return commit_info(reader, canonical(location) if reader.is_local else location, version)
 
 
 class Listener(Protocol):
@@ -94,14 +122,20 @@ class Events:
         except BaseException as exc:
             self._notify("failed", event, exc)
             raise
+        # Reporting only: reading the log (a local disk, or an object store over the network)
+        # never fails an operation that has committed.
         if outcome.committed and outcome.version is None:
             try:
                 outcome.version = committed_version(warehouse, location)
-            except OSError:  # reporting only: never fails a write that has committed
-                pass
+            except Exception as exc:  # noqa: BLE001
+                log.warning(f"the version {operation} committed could not be read ({type(exc).__name__})")
         if outcome.committed and outcome.version is not None and outcome.inserted is not None:
             # A data write: the rows as the engine counted them, where the commit says.
-            counts = row_counts(commit_info(warehouse, location, outcome.version))
+            try:
+                counts = row_counts(_commit_info(warehouse, location, outcome.version))
+            except Exception as exc:  # noqa: BLE001
+                log.warning(f"the row counts of {operation} could not be read ({type(exc).__name__})")
+                counts = None
             if counts is not None:
                 outcome.inserted, outcome.updated, outcome.deleted = counts
         self._notify("completed", event, outcome)
