@@ -8,7 +8,7 @@ nothing here runs: tables are paths only.
 Registration is done by an Apache Spark engine whose catalog is that metastore (Spark's own
 Hive support writes the entry the way every Spark, Trino and Hive reader expects it): the
 local engine is started with it (spark_process.py), a remote Spark Connect server must have
-been started with it (README, "Tables registered in a catalog"). Sail cannot register tables.
+been started with it (README, "A Spark cluster and a catalog"). Sail cannot register tables.
 
 Names: the metastore keeps database and table names in lower case and accepts ASCII letters,
 digits and `_` (Hive's MetaStoreUtils.validateName); a name it cannot hold is refused before

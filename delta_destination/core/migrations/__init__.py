@@ -97,10 +97,11 @@ class Migrator:
         start = time.monotonic()
         name = "Migrate:" + _snake(type(details.operation).__name__)
         try:
-            location = self.catalog.locate(settings, details.schema, details.table).location
+            ref = self.catalog.locate(settings, details.schema, details.table)
+            location, warehouse = ref.location, ref.warehouse
         except InvalidRequest:  # some operations name their tables elsewhere (from_table); they check
-            location = ""
-        with self.catalog.events.operation(name, details.schema, details.table, location) as outcome:
+            location, warehouse = "", None
+        with self.catalog.events.operation(name, details.schema, details.table, location, warehouse) as outcome:
             result, summary = handler(settings, details, details.operation)
             outcome.committed = result == SUCCESS
             outcome.lifecycle = LIFECYCLE.get(type(details.operation)) if outcome.committed else None
