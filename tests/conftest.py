@@ -9,6 +9,8 @@ Tiers (the Makefile picks them with -m):
   server, the crash harness, an Airbyte or Conduit door process) or a service (the Airflow venv,
   S3, a cluster): see FULL_TIER_FIXTURES. A new fixture that starts something costly belongs there
   (or is built on `dedicated_server`), and its tests follow without any list of tests to keep.
+- A test may also be marked `full` by hand when it is a load run of minutes with nothing costly in
+  its fixtures (the Conduit 200k-record backlog).
 - slow (`make test-slow`, marked by hand): the long crash, fuzz and load runs and the real-client
   tests (`make test-clients` runs the latter).
 """
