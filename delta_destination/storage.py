@@ -379,11 +379,27 @@ class S3Storage(Storage):
         self.client.delete_object(Bucket=bucket, Key=key)
 
     def delete_tree(self, location: str) -> None:
+        """Every object under `location`, then every folder entry on the way to them, deepest
+        first. Stores with real folders (SeaweedFS's filer) keep an emptied folder and list it
+        as a common prefix; Delta on Spark then finds `<table>/_delta_log` and takes a dropped
+        table for an existing one. Deleting a folder key is a no-op on AWS S3."""
         bucket, key = self._split(location)
-        keys = [self._split(e.location)[1] for e in self.list(location, recursive=True)]
+        prefix = key.rstrip("/") + "/" if key else ""
+        keys: list[str] = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys.extend(o["Key"] for o in page.get("Contents", ()))
+        folders = {prefix} if prefix else set()
+        for k in keys:
+            parts = k[len(prefix):].split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                folders.add(prefix + "/".join(parts[:i]) + "/")
+        objects = [k for k in keys if k not in folders]
         if key:
-            keys.append(key)   # the location itself, when it is an object (or a marker)
-            keys.append(key.rstrip("/") + "/")
+            objects.append(key.rstrip("/"))   # the location itself, when it is an object
+        self._delete_keys(bucket, objects)
+        self._delete_keys(bucket, sorted(folders, key=lambda f: (-f.count("/"), f)))
+
+    def _delete_keys(self, bucket: str, keys: list[str]) -> None:
         for i in range(0, len(keys), 1000):
             self.client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]],
                                                               "Quiet": True})
