@@ -60,12 +60,28 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "smoke: in the fast tier whatever it uses (the one real local Spark run of `make test`)")
 
 
+# On Spark with the warehouse on S3, the full tier runs the public tester inputs (every file, live
+# and history, migrations included); the S3 variants of the other acceptance modules run in
+# `make test-slow`. What differs on S3 is engine-independent (staging, removal, the object-store
+# migrations: all run on Sail + S3 in the full tier) or Spark's S3 access itself (S3A settings, the
+# log store, staged reads), which the tester inputs, tests/test_object_storage.py and
+# tests/test_s3_processes.py exercise on Spark in the full tier.
+FULL_ON_SPARK_S3 = ("tests/test_tester_inputs.py",)
+
+
+def on_spark_and_s3(item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return params.get("warehouse_kind") == "s3" and any(params.get(p) == "spark" for p in ENGINE_PARAMETERS)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("smoke") is None and tier_reasons(item):
             item.add_marker(getattr(pytest.mark, FULL))
         suffix = SLOW_ON_SPARK.get(getattr(item, "originalname", ""))
         if suffix and "[spark" in item.nodeid and item.nodeid.endswith(suffix):
+            item.add_marker(pytest.mark.slow)
+        if on_spark_and_s3(item) and not item.nodeid.startswith(FULL_ON_SPARK_S3):
             item.add_marker(pytest.mark.slow)
 
 
