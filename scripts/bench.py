@@ -5,6 +5,13 @@
     .venv/bin/python scripts/bench.py --only upsert   # one workload (and what it needs first)
     .venv/bin/python scripts/bench.py --skip-growth   # without the 1M/3M/10M growth runs
     .venv/bin/python scripts/bench.py --engines spark # one engine (default: sail,spark side by side)
+    .venv/bin/python scripts/bench.py --storage s3    # only the object-storage run, into the existing report
+
+After the local workloads (whose servers are stopped by then), the object-storage run
+(scripts/bench_object_storage.py) measures the initial load and the upsert again on each engine
+alone, to a local directory and then to a SeaweedFS S3 server on loopback, back to back;
+`--storage local` skips it, `--storage s3` runs only it and puts its section into the existing
+benchmarks.md (the rest of the file is left as it is) with its figures in object-storage-results.json.
 
 Workload files are generated once per (seed, scale) under bench-data/ (encrypted
 zstd CSV in Fivetran's conventions, see scripts/bench_data.py) and reused.  Each
@@ -34,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # testkit/ (delta_destination is installed in the venv)
 
+from bench_object_storage import section, splice  # noqa: E402
+from bench_object_storage import targets as object_storage_targets  # noqa: E402
 from bench_plot import plot  # noqa: E402
 from bench_report import write_report  # noqa: E402
 from bench_runner import DATA_ROOT, run  # noqa: E402
@@ -51,6 +60,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--skip-growth", action="store_true", help="skip the 1M/3M/10M growth runs")
     ap.add_argument("--engines", default="sail,spark",
                     help="comma-separated engines to measure side by side (sail, spark); default: both")
+    ap.add_argument("--storage", choices=("both", "local", "s3"), default="both",
+                    help="local: the local workloads only; s3: only the object-storage run (local vs S3, initial "
+                         "load and upsert); both (default): the local workloads, then the object-storage run")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--no-profile", action="store_true", help="skip the pyinstrument pass")
     ap.add_argument("--rss-cap-gb", type=float, default=8.0,
@@ -70,13 +82,32 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def report_dir(args: argparse.Namespace) -> Path:
-    """docs/ for a full run (scale 1, every workload, both engines), else bench-data/report/."""
-    full = args.scale == 1.0 and not args.only and not args.skip_growth and set(args.engines) == set(ENGINE_CHOICES)
+    """docs/ for a full run (scale 1, every workload, both engines; with --storage s3: scale 1, both
+    engines), else bench-data/report/."""
+    full = (args.scale == 1.0 and set(args.engines) == set(ENGINE_CHOICES)
+            and (args.storage == "s3" or (args.storage == "both" and not args.only and not args.skip_growth)))
     return args.out or (DOCS if full else DATA_ROOT / "report")
+
+
+def object_storage_only(args: argparse.Namespace) -> int:
+    """--storage s3: the object-storage run; its section spliced into the report directory's benchmarks.md."""
+    res = json.loads(args.report_only.read_text()) if args.report_only else run(args)
+    out = report_dir(args)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "object-storage-results.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+    splice(out / "benchmarks.md", section(res))
+    print(f"\nreport: {out / 'benchmarks.md'} (section {section(res)[0][3:]!r})")
+    for t in object_storage_targets(res):
+        print(f"  [{'met' if t['met'] else 'NOT MET'}] {t['target']}: {t['detail']}")
+    for x in res["failures"]:
+        print("  failure: " + x[:500])
+    return 0
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.storage == "s3":
+        return object_storage_only(args)
     res = json.loads(args.report_only.read_text()) if args.report_only else run(args)
     out = report_dir(args)
     out.mkdir(parents=True, exist_ok=True)
@@ -85,7 +116,7 @@ def main(argv=None) -> int:
     (out / "bench-results.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
     path = write_report(res, out, png if has_png else None)
     print(f"\nreport: {path}")
-    for t in evaluate_targets(res):
+    for t in evaluate_targets(res) + (object_storage_targets(res["object_storage"]) if res.get("object_storage") else []):
         print(f"  [{'met' if t['met'] else 'NOT MET'}] {t['target']}: {t['detail']}")
     if res["failures"]:
         print("failures:")

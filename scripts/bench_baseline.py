@@ -25,6 +25,7 @@ import multiprocessing as mp
 import os
 import time
 import traceback
+from typing import Optional
 
 
 def _q(name: str) -> str:
@@ -172,14 +173,14 @@ class Baseline:
         write_deltalake(path, self._conform(table, v_values), mode="append")
         return {"rows": v_values.num_rows, "read_s": r - t, "write_s": time.perf_counter() - r, "metrics": _small(m)}
 
-    def count(self, path: str) -> dict:
+    def count(self, path: str, storage_options: Optional[dict] = None) -> dict:
         """Live rows. From the files' statistics, except on tables with deletion vectors (the Spark
         engine's MERGE/UPDATE/DELETE): there a file's num_records still counts the rows its deletion
         vector removed, so the rows are counted by a query."""
         import pyarrow as pa
         from deltalake import DeltaTable, QueryBuilder
 
-        dt = DeltaTable(path)
+        dt = DeltaTable(path, storage_options=storage_options)
         n = pa.table(dt.get_add_actions(flatten=True)).column("num_records").to_pylist()
         if "deletionVectors" in (dt.protocol().reader_features or []):
             got = QueryBuilder().register("t", dt).execute("SELECT count(*) AS n FROM t").read_all()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from bench_object_storage import section as object_storage_section
 from bench_results import (
     engine_of,
     engines_of,
@@ -176,6 +177,11 @@ def _results(res: dict) -> list[str]:
     return lines + _consistency(res)
 
 
+def _object_storage(res: dict, png: Optional[Path]) -> list[str]:
+    lines = object_storage_section(res.get("object_storage"))  # ends with a blank line, as does _growth_plot's start
+    return [""] + (lines[:-1] if png else lines) if lines else []
+
+
 def _growth_plot(png: Optional[Path]) -> list[str]:
     return [] if png is None else ["", "## Growth", "", GROWTH_PLOT, "", f"![growth]({png.name})", ""]
 
@@ -240,7 +246,7 @@ def _profiles(res: dict) -> list[str]:
 def write_report(res: dict, out: Path, png: Optional[Path]) -> Path:
     """benchmarks.md in `out` (with the growth plot `png` when there is one); its path."""
     lines = (_header(res) + _targets(res) + _growth_glance(res) + _failures_and_events(res) + _results(res)
-             + _growth_plot(png) + _machine(res) + _how_to_run(res) + WORKLOADS_TEXT + BASELINE_TEXT + _profiles(res))
+             + _object_storage(res, png) + _growth_plot(png) + _machine(res) + _how_to_run(res) + WORKLOADS_TEXT + BASELINE_TEXT + _profiles(res))
     out.mkdir(parents=True, exist_ok=True)
     path = out / "benchmarks.md"
     path.write_text("\n".join(lines) + "\n")
@@ -292,6 +298,7 @@ HOW_TO_RUN = [
     ".venv/bin/python scripts/bench.py --engines spark --only growth   # one engine",
     "DELTA_DESTINATION_SPARK_DRIVER_MEMORY=3g .venv/bin/python scripts/bench.py --engines spark",
     ".venv/bin/python scripts/bench.py --skip-growth --no-profile",
+    ".venv/bin/python scripts/bench.py --storage s3   # only the object-storage run (local vs S3), into this page",
     ".venv/bin/python scripts/bench.py --only growth --rss-cap-gb 14 --out /tmp/g  # a higher safety cap",
     ".venv/bin/python scripts/bench.py --report-only docs/bench-results.json   # re-render this page",
 ]

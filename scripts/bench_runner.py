@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 
 import bench_data as bd
+from bench_object_storage import run_object_storage
 from bench_profiles import run_profiles
 from bench_results import GB
 from bench_steps import Bench
@@ -97,19 +98,23 @@ def _result(bench: Bench, p: Plan, **figures) -> dict:
 
 
 def run(args) -> dict:
-    """The whole run; the result (what bench-results.json holds)."""
+    """The whole run; the result (what bench-results.json holds). `--storage s3`: the object-storage
+    run alone (bench_object_storage.py); its result."""
     started = dt.datetime.now(dt.timezone.utc)
     DATA_ROOT.mkdir(exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="run-", dir=DATA_ROOT))
     try:
         bench = Bench(args, tmp)
         gen = bd.Generator(DATA_ROOT, args.seed, args.scale)
-        bench.log(f"workloads: {', '.join(selected_chain(args.only, args.skip_growth))} on {', '.join(bench.engines)} "
+        only = "upsert" if args.storage == "s3" else args.only  # the S3 run needs the initial load and the upsert
+        bench.log(f"workloads: {', '.join(selected_chain(only, args.skip_growth))} on {', '.join(bench.engines)} "
                   f"(scale {args.scale:g}, seed {args.seed})")
         bench.log(f"generating / reusing batch files under {gen.dir}")
         t = time.monotonic()
-        p = plan(gen, args.only, args.skip_growth)
+        p = plan(gen, only, args.skip_growth)
         gen_s = time.monotonic() - t
+        if args.storage == "s3":
+            return run_object_storage(args, p, tmp, bench.log)
         facts = machine_facts()
         idle_rss, tree = bench.start()
         try:
@@ -117,7 +122,10 @@ def run(args) -> dict:
         finally:
             server_log = bench.stop()
         profiles = _profiles(bench, p)
-        return _result(bench, p, started=started.isoformat(timespec="seconds"), machine=facts,
+        # after the local run's servers are stopped: one engine at a time, local then S3
+        object_storage = (run_object_storage(args, p, tmp, bench.log)
+                          if args.storage == "both" and {"init", "upsert"} <= p.files.keys() else None)
+        return _result(bench, p, object_storage=object_storage, started=started.isoformat(timespec="seconds"), machine=facts,
                        generate_s=round(gen_s, 1), generation=gen.meta, server_idle_rss=idle_rss, server_tree=tree,
                        server_severe_log=[ln for ln in server_log.splitlines() if '"SEVERE"' in ln][-20:],
                        profiles=profiles)

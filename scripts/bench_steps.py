@@ -31,7 +31,8 @@ class Bench:
         self.args = args
         self.engines: list[str] = args.engines
         self.tmp = tmp
-        self.warehouses = {e: tmp / f"warehouse-{e}" for e in self.engines}
+        self.warehouses = {e: tmp / f"warehouse-{e}" for e in self.engines}  # or an s3:// URL
+        self.server_env: Optional[dict] = None  # added to the servers' environment (e.g. S3Server.env())
         self.bl_root = tmp / "baseline"
         self.bl_root.mkdir()
         self.results: list[dict] = []   # reported workloads, one row per engine
@@ -164,7 +165,7 @@ class Bench:
         t = time.monotonic()
         self.restarts += 1
         srv = RunningServer(self.warehouses[engine], self.tmp / f"server-{engine}-{self.restarts}.log", engine=engine,
-                            ready_timeout=SERVER_READY_TIMEOUT)
+                            ready_timeout=SERVER_READY_TIMEOUT, env=self.server_env)
         took = time.monotonic() - t
         self.servers[engine] = srv
         self.startup[engine].append(took)
