@@ -501,7 +501,7 @@ class LocalCluster:
     def _spawn_worker(self, i: int) -> None:
         d = self.state_dir / f"worker{i}"
         for sub in ("work", "local", "tmp"):
-            (d / sub).mkdir(parents=True, mode=0o700)
+            (d / sub).mkdir(parents=True, mode=0o700, exist_ok=True)   # exists at a restart
         os.chmod(d, 0o700)
         cmd = [str(spark_home() / "bin" / "spark-class"), WORKER_CLASS, "--host", "127.0.0.1",
                "--port", str(self.ports[f"worker{i}"]), "--webui-port", str(self.ports[f"worker{i}_ui"]),
@@ -539,6 +539,33 @@ class LocalCluster:
             raise ClusterError("pyspark has no spark-connect jar: install the full pyspark package")
         cmd.append(str(connect_jar))
         self._spawn("connect", cmd, self._child_env({"SPARK_LOCAL_DIRS": str(scratch / "local")}), scratch)
+
+    def restart_worker(self, i: int, timeout: float = 300.0) -> None:
+        """Start worker `i` again after it died (the crash tests kill one), on its old ports and
+        directories, and wait until the master lists it ALIVE and the application has an active
+        executor on every worker again (the master gives the application the new worker's core)."""
+        name = f"worker{i}"
+        old = self.parts.get(name)
+        if old is not None and old.alive():
+            raise ClusterError(f"{name} is still running")
+        if old is not None and old.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                old.proc.wait(5)
+            stop_group(old.proc.pid, 5.0)   # an executor of the old worker that outlived it
+        began = time.monotonic()
+        self._spawn_worker(i)
+        while True:
+            part = self.parts[name]
+            if not part.alive():
+                raise ClusterError(f"{name} exited with code {part.proc.returncode} at its restart: {self.log_tail(name)}")
+            with contextlib.suppress(OSError, ValueError, urllib.error.URLError):
+                if self._worker_registered(i) and self._executors_registered():
+                    break
+            if time.monotonic() - began > timeout:
+                raise ClusterError(f"{name} not back with an executor within {timeout:.0f}s: {self.log_tail(name)}")
+            time.sleep(0.5)
+        part.ready_in = time.monotonic() - began
+        self.write_state()
 
     # ---- readiness -------------------------------------------------------------------------------------
 

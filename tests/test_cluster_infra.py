@@ -3,6 +3,11 @@ Spark Connect server on them, the warehouse storage (SeaweedFS S3 when installed
 directory) and a Hive 4.0.1 metastore. Everything real: JVMs, the metastore's Thrift service,
 Delta tables read back with delta-rs, the application UI's REST API.
 
+Then the destination itself on the cluster, one server process started as a user would (the
+`destination` fixture): Fivetran's tester input, a batch staged on S3 and read by both
+executors, its tables by name from another session, kill -9 of the destination and of a worker
+in the middle of a batch.
+
 The session-scoped `cluster` fixture starts the cluster in this process (not through make) and
 stops it at the end; the last test stops it itself to prove nothing is left behind.
 """
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -233,6 +239,362 @@ def test_completed_tasks_are_counted_per_executor_and_worker(cluster, spark):
     per_worker = cluster.completed_tasks_by_worker()
     assert set(per_worker) == {"worker1", "worker2"}
     assert sum(per_worker.values()) == sum(per_executor.values())
+
+
+# ---- the destination itself on the cluster ---------------------------------------------------------------
+# One destination server process, started as a user would: `--engine spark --spark-remote
+# $SPARK_REMOTE --warehouse $WAREHOUSE --catalog-uri $CATALOG_URI` with the cluster's AWS_*
+# variables in its environment. A batch over STAGE_LIMIT bytes of Arrow is staged on S3 (the
+# tester inputs' batches are far below it and travel as Spark Connect local relations).
+# These tests come after the ones counting exactly two executors (the worker crash adds one)
+# and before test_stop_leaves_no_process, which must stay last.
+
+STAGE_LIMIT = 64 * 1024
+DEST_SCHEMA = "cluster_dest"
+STAGED_ROWS = 20000
+CHANGED_ROWS = 6000   # a crash test's batch: staged too (~160 KB of Arrow)
+
+
+class Destination:
+    """The destination process of these tests; `restart()` starts a new one (after a kill -9)."""
+
+    def __init__(self, cluster: LocalCluster, log_dir: Path):
+        self.cluster = cluster
+        self.log_dir = log_dir
+        env = cluster.env()
+        self.warehouse = env["WAREHOUSE"]
+        self.env = {**{k: v for k, v in env.items() if k.startswith("AWS_")},
+                    "FIVETRAN_DELTA_LOCAL_RELATION_LIMIT": str(STAGE_LIMIT)}
+        self.args = ("--engine", "spark", "--spark-remote", env["SPARK_REMOTE"], "--catalog-uri", env["CATALOG_URI"])
+        # Passed explicitly, never registered globally: another session S3 server may use the same bucket name.
+        self.storage_options = cluster.s3.storage_options()
+        self.starts = 0
+        self.server = None
+
+    def start(self):
+        from testkit.server_process import RunningServer
+
+        self.starts += 1
+        self.server = RunningServer(self.warehouse, self.log_dir / f"destination-{self.starts}.log", self.args,
+                                    env=self.env, ready_timeout=420)
+        self.server.storage_options = self.storage_options
+        return self.server
+
+    def restart(self):
+        self.server.stop(signal.SIGKILL)   # reaps a killed one; kills one that is still running
+        return self.start()
+
+    @property
+    def stub(self):
+        return self.server.stub
+
+    def location(self, schema: str, table: str) -> str:
+        from testkit.tester import warehouse_of
+
+        return warehouse_of(self.warehouse, self.storage_options).table_location(schema, table)
+
+    def rows(self, schema: str, table: str) -> dict:
+        from testkit.delta_read import read_delta_table
+
+        got = read_delta_table(self.location(schema, table), self.storage_options).to_pylist()
+        return {r["id"]: (r["label"], r["n"]) for r in got}
+
+
+@pytest.fixture(scope="module")
+def destination(cluster, tmp_path_factory):
+    if cluster.s3 is None:
+        pytest.skip("the destination tests need the cluster's S3 warehouse (SeaweedFS and the S3A jars)")
+    began = time.monotonic()
+    dest = Destination(cluster, tmp_path_factory.mktemp("destination"))
+    dest.start()
+    print(f"\ndestination on the cluster ready in {time.monotonic() - began:.1f}s", flush=True)
+    yield dest
+    # With the cluster stopped (test_stop_leaves_no_process), a graceful stop would wait on a
+    # Spark Connect client retrying a dead server; the process has no child to leave behind.
+    dest.server.stop(None if cluster.parts["connect"].alive() else signal.SIGKILL)
+
+
+def private_keys(cluster: LocalCluster) -> list[str]:
+    """Objects of the destination's private areas (staged batches, probes, trash) in the bucket."""
+    from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
+    from testkit.cluster import WAREHOUSE_PREFIX
+
+    return [k for k in cluster.s3.list_keys(f"{WAREHOUSE_PREFIX}/")
+            if k[len(WAREHOUSE_PREFIX) + 1:].startswith((STAGING_DIR, TRASH_DIR, PROBE_PREFIX))]
+
+
+def staged_keys(cluster: LocalCluster) -> list[str]:
+    from delta_destination.warehouse import STAGING_DIR
+    from testkit.cluster import WAREHOUSE_PREFIX
+
+    return cluster.s3.list_keys(f"{WAREHOUSE_PREFIX}/{STAGING_DIR}/")
+
+
+class StagingWatch:
+    """Lists the staging area every 0.2 s while a request runs: what was staged, and when first."""
+
+    def __init__(self, cluster: LocalCluster):
+        self.cluster = cluster
+        self.seen: set[str] = set()
+        self.first = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                keys = staged_keys(self.cluster)
+            except Exception:  # noqa: BLE001 - a listing racing a delete: try again
+                keys = []
+            if keys:
+                self.seen.update(keys)
+                self.first.set()
+            self._stop.wait(0.2)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def app_json(cluster: LocalCluster, path: str):
+    from testkit.cluster import http_json
+
+    return http_json(f"{cluster.spark_ui}/api/v1/applications/{cluster.app_id}/{path}", timeout=30)
+
+
+def wait_quiet(cluster: LocalCluster, timeout: float = 420.0) -> None:
+    """Until the application runs no SQL execution and no job (three times in a row, 1 s apart).
+    A statement a killed client sent keeps running in the Connect server, and may still commit
+    (measured: the dead destination's MERGE committed after the restart; the replay met it as a
+    concurrent append and retried)."""
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while quiet < 3:
+        busy = app_json(cluster, "jobs?status=running") or [
+            q for q in app_json(cluster, "sql?details=false&length=100000") if q.get("status") == "RUNNING"]
+        quiet = 0 if busy else quiet + 1
+        assert time.monotonic() < deadline, "the cluster still runs statements"
+        time.sleep(1)
+
+
+def write_labels(tmp_path, table_proto, ids, label: str, *, delete=()):
+    from batch_helpers import batch_file, write_request
+
+    rows = [{"id": i, "label": label, "n": -i} for i in ids]
+    return write_request(DEST_SCHEMA, table_proto, replace=[batch_file(tmp_path, table_proto, rows)],
+                         delete=[batch_file(tmp_path, table_proto, [{"id": i} for i in delete], kind="delete")] if delete else ())
+
+
+def staged_table():
+    from rpc_helpers import col, table
+
+    return table("staged", col("id", "LONG", pk=True), col("label", "STRING"), col("n", "LONG"))
+
+
+def history_tables_only(spec: dict) -> dict:
+    """A tester input reduced to its history-mode tables (their steps only): its live tables run
+    in the live variant already."""
+    keep = {n for n, t in spec["create_table"].items() if t.get("history_mode")}
+    ops = []
+    for step in spec.get("ops") or []:
+        kept = {}
+        for op, payload in step.items():
+            payload = {n: v for n, v in payload.items() if n in keep} if isinstance(payload, dict) \
+                else [n for n in payload if n in keep]
+            if payload:
+                kept[op] = payload
+        if kept:
+            ops.append(kept)
+    return {**spec, "create_table": {n: t for n, t in spec["create_table"].items() if n in keep},
+            "alter_table": {n: t for n, t in (spec.get("alter_table") or {}).items() if n in keep},
+            "ops": ops, "describe_table": [n for n in spec.get("describe_table") or [] if n in keep]}
+
+
+def test_destination_passes_tester_inputs_on_the_cluster(cluster, destination):
+    """Fivetran's public tester input through the destination on the cluster, two runs at once
+    (each its own schema): input.json with every table live, and its history-mode table in
+    history mode (WriteHistoryBatch). Every table is read back by delta-rs from S3 and compared
+    with the reference model; no private object of the destination is left behind."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from delta_destination.fivetran.batch_files import Compression
+    from testkit import tester as tc
+    from testkit.server_process import TESTER_INPUTS
+
+    spec = tc.load_input(TESTER_INPUTS / "input.json")
+    runs = {"live": (spec, True), "history": (history_tables_only(spec), False)}
+    assert runs["history"][0]["create_table"] and runs["history"][0]["ops"]
+    logs: dict[str, list[str]] = {name: [] for name in runs}
+    took: dict[str, float] = {}
+
+    def run(name):
+        began = time.monotonic()
+        what, live_only = runs[name]
+        try:
+            return tc.run_spec(destination.stub, destination.warehouse, what, f"cluster_tester_{name}",
+                               log=logs[name].append, storage_options=destination.storage_options,
+                               live_only=live_only, compression=Compression.ZSTD, plain_text=False)
+        finally:
+            took[name] = round(time.monotonic() - began, 1)
+
+    with ThreadPoolExecutor(2) as pool:
+        results = dict(zip(runs, pool.map(run, runs)))
+    print(f"\ninput.json on the cluster, both runs at once: {took}", flush=True)
+    for name, result in results.items():
+        assert result.ok, f"{name}:\n" + "\n".join(logs[name][-40:] + result.problems)
+        assert sum(len(t["rows"]) for t in result.tables.values()) > 0, name
+    assert set(results["live"].tables) == set(spec["create_table"])
+    history = results["history"].tables
+    assert history and all(any(c[0] == "_fivetran_start" for c in t["columns"]) for t in history.values())
+    assert private_keys(cluster) == []
+
+
+def test_destination_stages_a_big_batch_on_s3_for_both_executors(cluster, destination, tmp_path):
+    """A WriteBatch over the local-relation limit: pyarrow writes it as Parquet under
+    `_fivetran_staging/` on S3 and the executors read it from there (the SQL plans the
+    application ran name that S3 location; no file is shared with the driver), the tasks run on
+    both workers' executors, the table holds every row, and the staged objects are gone."""
+    from batch_helpers import batch_file, write_request
+    from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+
+    t = staged_table()
+    assert destination.stub.CreateTable(pb.CreateTableRequest(schema_name=DEST_SCHEMA, table=t), timeout=600).success
+    rows = [{"id": i, "label": f"r{i:06d}", "n": i} for i in range(STAGED_ROWS)]
+    request = write_request(DEST_SCHEMA, t, replace=[batch_file(tmp_path, t, rows)])
+    tasks_before = completed_tasks_by_executor(cluster.spark_ui, cluster.app_id)
+    last_sql = max((q["id"] for q in app_json(cluster, "sql?details=false&length=100000")), default=-1)
+    began = time.monotonic()
+    with StagingWatch(cluster) as watch:
+        assert destination.stub.WriteBatch(request, timeout=600).success
+    print(f"\nstaged batch of {STAGED_ROWS} rows on the cluster: {time.monotonic() - began:.1f}s", flush=True)
+
+    assert destination.rows(DEST_SCHEMA, "staged") == {r["id"]: (r["label"], r["n"]) for r in rows}
+    # Staged on S3 as Parquet parts (several: the batch is ~9x the limit), removed after.
+    assert watch.seen and all(k.endswith(".parquet") for k in watch.seen), watch.seen
+    folders = {k.rsplit("/", 1)[0] for k in watch.seen}
+    assert len(folders) == 1 and len(watch.seen) >= 4, watch.seen
+    assert staged_keys(cluster) == [] and private_keys(cluster) == []
+    # ... and read by the engine from that S3 location.
+    staged = "s3a://" + f"{cluster.s3.url()}".split("://", 1)[1].rstrip("/") + "/" + folders.pop()
+    plans = [q.get("planDescription", "") for q in app_json(cluster, "sql?details=true&planDescription=true&length=100000")
+             if q["id"] > last_sql]
+    assert any(staged in p for p in plans), (staged, [p[:300] for p in plans])
+    # The work ran on both workers' executors.
+    tasks_after = completed_tasks_by_executor(cluster.spark_ui, cluster.app_id)
+    where = cluster.executor_workers()
+    grew = {where.get(e, e): n - tasks_before.get(e, 0) for e, n in tasks_after.items() if n > tasks_before.get(e, 0)}
+    assert {"worker1", "worker2"} <= set(grew), (tasks_before, tasks_after, where)
+
+
+def test_destination_tables_are_visible_by_name_from_another_session(cluster, destination):
+    """The table the destination created is in the metastore: another process's Spark Connect
+    session finds it by name, with every row."""
+    seen = second_session(cluster, DEST_SCHEMA, f"{DEST_SCHEMA}.staged")
+    assert "staged" in seen["tables"]
+    assert seen["rows"] == [STAGED_ROWS, sum(range(STAGED_ROWS)), "r000000"]
+
+
+def test_kill_9_of_the_destination_mid_batch(cluster, destination, tmp_path):
+    """The destination is killed (SIGKILL) while a staged batch is under way and started again:
+    the table is exactly before or after the request (once the query the dead client left in the
+    Connect server has ended), the restart removed what was staged, the replay converges."""
+    t = staged_table()
+    before = destination.rows(DEST_SCHEMA, "staged")
+    request = write_labels(tmp_path, t, range(1000, 1000 + CHANGED_ROWS), "crashed", delete=[19999])
+    after = {**before, **{i: ("crashed", -i) for i in range(1000, 1000 + CHANGED_ROWS)}}
+    after.pop(19999)
+    answers: list = []
+    server = destination.server
+    with StagingWatch(cluster) as watch:
+        caller = threading.Thread(target=lambda: answers.append(call(server.stub.WriteBatch, request)))
+        caller.start()
+        assert watch.first.wait(300) or answers, "the batch was never staged"
+        # Killed while the cluster runs the request's statement (else, after 60 s, anyway).
+        deadline = time.monotonic() + 60
+        while not answers and time.monotonic() < deadline and not app_json(cluster, "jobs?status=running"):
+            time.sleep(0.05)
+        server.stop(signal.SIGKILL)
+        caller.join(120)
+    killed_mid_batch = not answers or answers[0] is not True
+    began = time.monotonic()
+    destination.restart()
+    print(f"\ndestination restarted in {time.monotonic() - began:.1f}s (killed mid-batch: {killed_mid_batch})", flush=True)
+    wait_quiet(cluster)
+    got = destination.rows(DEST_SCHEMA, "staged")
+    assert got in (before, after), "neither before nor after"
+    print(f"the table after the kill: {'after' if got == after else 'before'} the request", flush=True)
+    if answers and answers[0] is True:
+        assert got == after
+    assert staged_keys(cluster) == []   # the restart removed what the dead process staged
+    assert destination.stub.WriteBatch(request, timeout=600).success
+    assert destination.rows(DEST_SCHEMA, "staged") == after
+    assert private_keys(cluster) == []
+
+
+def test_kill_9_of_a_worker_mid_batch(cluster, destination, tmp_path):
+    """A worker JVM and its executor (one machine of the cluster) are killed (SIGKILL) while that
+    executor runs a task of a staged batch: the request completes on the other executor or fails
+    cleanly; the table is before or after; a replay converges; the worker is started again and
+    the master gives it an executor. The last destination test: the executor count changes here."""
+    t = staged_table()
+    before = destination.rows(DEST_SCHEMA, "staged")
+    request = write_labels(tmp_path, t, range(5000, 5000 + CHANGED_ROWS), "worker-lost", delete=[19998])
+    after = {**before, **{i: ("worker-lost", -i) for i in range(5000, 5000 + CHANGED_ROWS)}}
+    after.pop(19998)
+    worker = cluster.parts["worker1"]
+    answers: list = []
+    with StagingWatch(cluster) as watch:
+        caller = threading.Thread(target=lambda: answers.append(call(destination.stub.WriteBatch, request)))
+        caller.start()
+        assert watch.first.wait(300) or answers, "the batch was never staged"
+        # Killed while its executor runs a task of the request (else, after 120 s, anyway).
+        mine = {e for e, w in cluster.executor_workers().items() if w == "worker1"}
+        deadline = time.monotonic() + 120
+        mid_task = False
+        while not answers and time.monotonic() < deadline and not mid_task:
+            mid_task = any(e["id"] in mine and e.get("activeTasks", 0) > 0 for e in app_json(cluster, "executors"))
+            time.sleep(0.05)
+        os.killpg(worker.proc.pid, signal.SIGKILL)   # the worker and the executor it started
+        killed_at = time.monotonic()
+        caller.join(900)
+    assert answers, "no answer within 15 minutes of the worker's loss"
+    print(f"\nworker1 killed (mid-task: {mid_task}); the request answered {answers[0]!r} "
+          f"{time.monotonic() - killed_at:.1f}s later", flush=True)
+    assert answers[0] is True or isinstance(answers[0], str)   # success, or a clean error
+    wait_quiet(cluster)
+    got = destination.rows(DEST_SCHEMA, "staged")
+    assert got in (before, after), "neither before nor after"
+    if answers[0] is True:
+        assert got == after
+    # The replay, on the executor left (a new executor would first fetch every jar from the
+    # driver, the AWS SDK's among them: minutes on this machine).
+    assert destination.stub.WriteBatch(request, timeout=600).success
+    assert destination.rows(DEST_SCHEMA, "staged") == after
+    assert private_keys(cluster) == []
+
+    began = time.monotonic()
+    cluster.restart_worker(1)
+    print(f"worker1 back with an executor in {time.monotonic() - began:.1f}s", flush=True)
+    executors = app_json(cluster, "allexecutors")
+    where = cluster.executor_workers()
+    active = {where.get(e["id"]) for e in executors if e["id"] != "driver" and e.get("isActive")}
+    # The lost executor stays listed (inactive, with its counts); a new one runs on the new worker1.
+    assert len(executors) >= 4 and active == {"worker1", "worker2"}, (executors, where)
+
+
+def call(method, request):
+    """True on success; the error text on a failed answer (success=false or a gRPC error)."""
+    import grpc
+
+    try:
+        resp = method(request, timeout=900)
+    except grpc.RpcError as exc:
+        return f"{exc.code().name}: {exc.details()}"
+    return True if resp.success else f"success=false: {resp}"
 
 
 def test_stop_leaves_no_process(cluster, spark):
