@@ -29,6 +29,10 @@ log = logs.get(__name__)
 COLUMN_MAPPING = "delta.columnMapping.mode"
 MAPPED_MODES = ("name", "id")
 
+# How many partitions Spark (and Delta's VACUUM) list files with, and Spark's default.
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+SPARK_DEFAULT_LISTING_PARALLELISM = "10000"
+
 SPARK_HINT = "; run upkeep with the Apache Spark engine: fivetran-delta-destination maintain --engine spark ..."
 
 
@@ -325,6 +329,12 @@ class SparkDialect(Dialect):
         spark.sql(purge_deletion_vectors_sql(path_identifier(location))).collect()
 
     def vacuum(self, spark, location: str, retention_hours: int) -> None:
+        # Delta's VACUUM lists the table's files into LISTING_PARALLELISM partitions, Spark's default
+        # 10000: 10000 tasks for a table of a few files (measured on 2 busy cores, the shared test JVM:
+        # 121 s on a local directory, 227 s on S3; 19 s and 15 s with 4). Unless the engine's operator
+        # chose a value, it lists with as many partitions as the engine's shuffles have.
+        if spark.conf.get(LISTING_PARALLELISM) == SPARK_DEFAULT_LISTING_PARALLELISM:
+            spark.conf.set(LISTING_PARALLELISM, spark.conf.get("spark.sql.shuffle.partitions"))
         spark.sql(vacuum_sql(path_identifier(location), retention_hours)).collect()
 
     def property_values(self, spark, location: str, key: str) -> list[str]:
