@@ -37,15 +37,17 @@ def _tables(warehouse, schema, names):
     return out
 
 
-def test_csv_and_parquet_give_identical_tables(server, parquet_server):
+def test_csv_and_parquet_give_identical_tables(server, parquet_server, unique_schema):
+    # Schemas of the test's own: the Parquet server is shared by every engine's run of this test.
+    csv_schema, pq_schema = f"{unique_schema}_csv", f"{unique_schema}_pq"
     start = datetime(2024, 3, 4, 5, 6, 7, 890000, tzinfo=timezone.utc)
-    a = tc.run_input_file(server.stub, server.warehouse, TESTER_INPUTS / "input.json", "same_csv", live_only=False,
+    a = tc.run_input_file(server.stub, server.warehouse, TESTER_INPUTS / "input.json", csv_schema, live_only=False,
                           compression=Compression.ZSTD, start_time=start, seed=3)
-    b = tc.run_input_file(parquet_server.stub, parquet_server.warehouse, TESTER_INPUTS / "input.json", "same_pq",
+    b = tc.run_input_file(parquet_server.stub, parquet_server.warehouse, TESTER_INPUTS / "input.json", pq_schema,
                           live_only=False, compression=Compression.OFF, file_format=FileFormat.PARQUET,
                           start_time=start, seed=3)
     assert a.ok and b.ok, (a.problems, b.problems)
     names = ["transaction", "campaign", "composite_table"]
-    ta, tb = _tables(server.warehouse, "same_csv", names), _tables(parquet_server.warehouse, "same_pq", names)
+    ta, tb = _tables(server.warehouse, csv_schema, names), _tables(parquet_server.warehouse, pq_schema, names)
     assert ta == tb
     assert sum(len(v) for v in ta.values()) > 0

@@ -290,19 +290,21 @@ def test_no_python_runs_between_fork_and_exec_and_an_exit_code_is_not_retried(tm
 
 class _JvmCrasher:
     """Sends a signal to this process's engine JVMs (direct children that became java)
-    while they start, the way a crash would end them: the first `times` of them."""
+    while they start, the way a crash would end them: the first `times` of them. Only JVMs
+    started after it: the session's shared engine (tests/conftest.py) is a child too."""
 
     def __init__(self, sig: int, times: int):
         import threading
 
         self.sig, self.times = sig, times
         self.crashed: list[tuple[int, Path]] = []  # (pid, its private folder)
+        self._before = {c.pid for c in psutil.Process().children()}
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self):
-        seen: set[int] = set()
+        seen: set[int] = set(self._before)
         while not self._done.is_set() and len(self.crashed) < self.times:
             for child in psutil.Process().children():
                 try:
