@@ -44,10 +44,15 @@ ENGINE_PARAMETERS = ("engine", "engine_name")
 SLOW_ON_SPARK = {"test_tester_input_with_hostile_names": "-live]", "test_parquet_batches_with_hostile_names": "]"}
 
 
+def params_of(item) -> dict:
+    """The parameters a collected test runs with (empty when it has none)."""
+    return getattr(getattr(item, "callspec", None), "params", {})
+
+
 def tier_reasons(item) -> list[str]:
     """Why a collected test belongs to the full tier (empty: the fast tier)."""
     reasons = [why for name, why in FULL_TIER_FIXTURES.items() if name in item.fixturenames]
-    params = getattr(getattr(item, "callspec", None), "params", {})
+    params = params_of(item)
     if any(params.get(p) == "spark" for p in ENGINE_PARAMETERS):
         reasons.append("the Apache Spark engine")
     if params.get("warehouse_kind") == "s3":
@@ -70,7 +75,7 @@ FULL_ON_SPARK_S3 = ("tests/test_tester_inputs.py",)
 
 
 def on_spark_and_s3(item) -> bool:
-    params = getattr(getattr(item, "callspec", None), "params", {})
+    params = params_of(item)
     return params.get("warehouse_kind") == "s3" and any(params.get(p) == "spark" for p in ENGINE_PARAMETERS)
 
 

@@ -35,6 +35,7 @@ from testkit.cluster import (
     read_env,
     tree_rss,
 )
+from testkit.polling import Poller
 
 ROOT = Path(__file__).resolve().parents[1]
 SECOND_SESSION = """
@@ -50,31 +51,20 @@ print(json.dumps(out))
 """
 
 
-class PeakMemory:
+class PeakMemory(Poller):
     """Samples the summed RSS of the cluster's process trees every half second."""
 
     def __init__(self, cluster: LocalCluster):
+        super().__init__(0.5)
         self.cluster = cluster
         self.peak = 0
         self.peak_parts: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self):
-        while not self._stop.is_set():
-            parts = {name: tree_rss(pid) for name, pid in self.cluster.pids().items()}
-            total = sum(parts.values())
-            if total > self.peak:
-                self.peak, self.peak_parts = total, parts
-            self._stop.wait(0.5)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+    def poll(self):
+        parts = {name: tree_rss(pid) for name, pid in self.cluster.pids().items()}
+        total = sum(parts.values())
+        if total > self.peak:
+            self.peak, self.peak_parts = total, parts
 
 
 @pytest.fixture(scope="session")
@@ -330,34 +320,23 @@ def staged_keys(cluster: LocalCluster) -> list[str]:
     return cluster.s3.list_keys(f"{WAREHOUSE_PREFIX}/{STAGING_DIR}/")
 
 
-class StagingWatch:
+class StagingWatch(Poller):
     """Lists the staging area every 0.2 s while a request runs: what was staged, and when first."""
 
     def __init__(self, cluster: LocalCluster):
+        super().__init__(0.2)
         self.cluster = cluster
         self.seen: set[str] = set()
         self.first = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                keys = staged_keys(self.cluster)
-            except Exception:  # noqa: BLE001 - a listing racing a delete: try again
-                keys = []
-            if keys:
-                self.seen.update(keys)
-                self.first.set()
-            self._stop.wait(0.2)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+    def poll(self):
+        try:
+            keys = staged_keys(self.cluster)
+        except Exception:  # noqa: BLE001 - a listing racing a delete: try again
+            keys = []
+        if keys:
+            self.seen.update(keys)
+            self.first.set()
 
 
 def app_json(cluster: LocalCluster, path: str):

@@ -37,6 +37,7 @@ from testkit.batch_files import new_key, write_batch_file
 from batch_helpers import NULL_STRING, UNMOD_STRING, batch_file, write_request
 from testkit.server_process import ROOT, RunningServer
 from testkit.delta_read import delta_version, read_delta_table
+from testkit.polling import Poller
 from rpc_helpers import col, table
 from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from delta_destination.fivetran.batch_files import Compression
@@ -83,7 +84,7 @@ def _decoded_views(data: bytes):
         pass
 
 
-class Watcher:
+class Watcher(Poller):
     """Polls directory trees and the server's open files while a request runs."""
 
     def __init__(self, roots: dict[str, Path], marker: bytes, server_pid: int, table_dirs: list[Path],
@@ -103,8 +104,7 @@ class Watcher:
         self.polls = 0
         self.scanned_files = 0
         self.scanned_bytes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__(0.05)
 
     def _walk(self, root: Path):
         for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: None):
@@ -171,18 +171,11 @@ class Watcher:
         except psutil.Error:
             pass
 
-    def _run(self):
-        while not self._stop.is_set():
-            self._scan()
-            self._stop.wait(0.05)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
+    def poll(self):
+        self._scan()
 
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+        super().__exit__(*exc)
         self._scan()  # a last look at the final state
 
 
