@@ -9,7 +9,7 @@ CONDUIT_PROTO_OUT := delta_destination/conduit/_proto
 CONDUIT_PROTOS := $(shell find proto/conduit -name '*.proto' | sort)
 PORT ?= 50052
 WAREHOUSE ?= ./warehouse
-ENGINE ?= sail
+ENGINE ?= auto
 SPARK_JARS := .spark-jars
 # The local cluster's Hive metastore (server) and the Hive 4 client Spark's Hive support loads.
 METASTORE_JARS := .metastore-jars

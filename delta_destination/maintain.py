@@ -22,7 +22,7 @@ from .settings import add_flags, from_flags
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="fivetran-delta-destination maintain", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_flags(p)  # the settings schema's flags, as the server has them (--engine defaults to spark here)
+    add_flags(p)  # the settings schema's flags, as the server has them (auto runs upkeep on Spark)
     p.add_argument("--schema", default=None)
     p.add_argument("--table", default=None, help="needs --schema")
     p.add_argument("--vacuum-retention-hours", "--retention-hours", dest="retention_hours", type=int,
@@ -41,8 +41,6 @@ def main(argv=None) -> int:
     logs.install(handler)
     engines = Engines()
     try:
-        if args.engine is None:
-            args.engine = "spark"   # Sail cannot do upkeep
         settings = from_flags(args)
         options = UpkeepOptions(retention_hours=args.retention_hours)
         core = DeltaCore(engines, door="maintain")

@@ -28,7 +28,8 @@ from .errors import InvalidRequest
 from .storage import StorageOptions
 from .warehouse import normalise_root
 
-ENGINES = ("sail", "spark")
+ENGINES = ("auto", "sail", "spark")
+AUTO = "auto"
 DEFAULT_MEMORY_BUDGET_GB = 4.0   # or half the machine's RAM when that is less (docs/sail-merge-memory.md)
 MEMORY_BUDGET_ENV = "DELTA_DESTINATION_MEMORY_BUDGET_GB"
 
@@ -63,13 +64,16 @@ FIELDS: tuple[Field, ...] = (
     Field("warehouse", "Warehouse", "Root of the Delta tables: a directory, or an object-store URL such as "
           "s3://bucket/prefix. Each table lives at <warehouse>/<schema>/<table>.", default="./warehouse",
           aliases=("warehouse_path",), placeholder="s3://lakehouse/fivetran"),
-    Field("engine", "Engine", "sail: embedded Sail inside the destination (no JVM). spark: Apache Spark + Delta "
-          "Lake, a local child JVM, or the server at spark_remote.", kind=CHOICE, default="sail", choices=ENGINES),
+    Field("engine", "Engine", "auto: embedded Sail, and the local Apache Spark engine (started when needed) for "
+          "what Sail cannot serve: a MERGE over the memory budget, upkeep, a catalog; Sail only where there is no "
+          "JVM. sail: embedded Sail inside the destination (no JVM). spark: Apache Spark + Delta Lake, a local "
+          "child JVM, or the server at spark_remote.", kind=CHOICE, default="auto", choices=ENGINES),
     Field("spark_remote", "Spark Connect URL", "sc://host:port of a Spark Connect + Delta server (a cluster); "
           "empty: the engine runs in or next to the destination.", aliases=("spark.remote",),
           placeholder="sc://spark-connect.internal:15002"),
     Field("memory_budget_gb", "Memory budget (GB)", "Refuse a MERGE the embedded engine is estimated to need more "
-          "memory for (default: 4, or half the RAM when less).", kind=NUMBER, env=MEMORY_BUDGET_ENV, minimum=0),
+          "memory for; with engine auto, such a MERGE runs on Apache Spark instead (default: 4, or half the RAM "
+          "when less).", kind=NUMBER, env=MEMORY_BUDGET_ENV, minimum=0),
     Field("s3_endpoint", "S3 endpoint URL", "For S3-compatible stores (SeaweedFS, MinIO, Ceph, R2): their URL, "
           "e.g. http://127.0.0.1:8333. Empty: AWS S3.", env="AWS_ENDPOINT_URL"),
     Field("s3_region", "S3 region", "The bucket's region (empty: AWS_REGION, else us-east-1).", env="AWS_REGION"),
@@ -91,6 +95,9 @@ FIELDS: tuple[Field, ...] = (
           minimum=0),
     Field("upkeep_idle_minutes", "Upkeep idle time (minutes)", "Periodic upkeep skips tables written less than this "
           "long ago.", kind=NUMBER, default="10", scope=PROCESS, minimum=0),
+    Field("spark_idle_minutes", "Spark idle time (minutes)", "With engine auto: stop the local Apache Spark engine "
+          "after this long without work (0 = keep it once started).", kind=NUMBER, default="10", scope=PROCESS,
+          minimum=0),
     Field("vacuum_retention_hours", "VACUUM retention (hours)", "VACUUM keeps files removed less than this long ago "
           "(minimum and default: Delta's 168).", kind=NUMBER, default="168", scope=PROCESS, minimum=168),
 )
@@ -102,7 +109,7 @@ CONNECTION_FIELDS = tuple(f for f in FIELDS if f.scope == CONNECTION)
 @dataclass(frozen=True)
 class Settings:
     warehouse: str
-    engine: str = "sail"                 # the SQL dialect: embedded/remote Sail, or Apache Spark + Delta
+    engine: str = AUTO                   # auto (chosen per request: core/engine_choice.py), sail or spark
     spark_remote: Optional[str] = None   # None = an engine this process starts itself
     memory_budget_gb: Optional[float] = None  # None = $DELTA_DESTINATION_MEMORY_BUDGET_GB or the default
     storage: StorageOptions = StorageOptions()
@@ -117,6 +124,9 @@ class Settings:
             raise InvalidRequest("memory_budget_gb must be a positive number of GB")
         if self.catalog_uri and not self.catalog_uri.startswith("thrift://"):
             raise InvalidRequest("catalog_uri must be a Hive Metastore URI like thrift://host:9083")
+        if self.engine == AUTO and self.spark_remote:
+            raise InvalidRequest("engine auto chooses between the engines this process runs; with spark_remote, "
+                                 "name the remote engine (spark or sail)")
         if self.catalog_uri and self.engine == "sail":
             raise InvalidRequest("catalog_uri needs the Apache Spark engine to register tables (engine spark, or a "
                                  "Spark Connect server whose catalog is this metastore); Sail cannot register them")
@@ -153,6 +163,8 @@ class Settings:
 
     @property
     def engine_label(self) -> str:
+        if self.engine == AUTO:
+            return "auto (embedded Sail; local Apache Spark when Sail cannot serve a request)"
         where = f"remote {self.spark_remote}" if self.spark_remote else ("embedded" if self.engine == "sail" else "local")
         return f"{'Sail' if self.engine == 'sail' else 'Apache Spark'} ({where})"
 
@@ -196,7 +208,7 @@ def from_values(values: Mapping[str, Any], base: Optional[Settings] = None) -> S
     remote = v.get("spark_remote") or None
     if not engine:
         # A remote endpoint is Apache Spark unless told otherwise.
-        engine = "spark" if remote and not base.spark_remote and base.engine == "sail" else base.engine
+        engine = "spark" if remote and not base.spark_remote and base.engine in ("sail", AUTO) else base.engine
     budget = v.get("memory_budget_gb")
     if budget is not None and not isinstance(budget, (int, float)):
         budget = parse_budget(str(budget))
@@ -292,4 +304,4 @@ if __name__ == "__main__":
 
 
 __all__ = ["FIELDS", "BY_KEY", "Field", "Settings", "StorageOptions", "from_values", "from_flags", "add_flags",
-           "ENGINES", "parse_budget", "normalise_keys"]
+           "ENGINES", "AUTO", "parse_budget", "normalise_keys"]

@@ -34,6 +34,7 @@ FULL_TIER_FIXTURES = {
     "shared_spark": "the session's Apache Spark JVM",
     "s3_server": "a real S3 server (SeaweedFS)",
     "cluster": "a local Spark cluster with a Hive metastore",
+    "auto_engines": "the local Apache Spark JVM engine auto starts on demand in the test process",
 }
 # A parameter of these names with the value "spark" means the test runs on the Spark engine.
 ENGINE_PARAMETERS = ("engine", "engine_name")

@@ -45,7 +45,8 @@ def test_spark_takes_any_root(root):
 
 def test_server_on_sail_refuses_such_a_root_at_start(tmp_path):
     root = tmp_path / "my lake"
-    r = subprocess.run([sys.executable, "-m", "delta_destination.fivetran.main", "--port", "0", "--warehouse", str(root)],
+    r = subprocess.run([sys.executable, "-m", "delta_destination.fivetran.main", "--port", "0", "--warehouse", str(root),
+                        "--engine", "sail"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     assert "embedded Sail engine cannot address (' ')" in r.stderr and "--engine spark" in r.stderr

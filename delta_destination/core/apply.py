@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from .. import logs
 from ..errors import SchemaMismatch, ValueConversionError
 from ..settings import Settings
+from ..engines.choice import merge_choice, spark_installed
 from .catalog import Catalog, OpenTable
 from .changes import ChangeSet, Changes, CommitResult, Op
 from .key_ranges import keys_cannot_match
@@ -121,18 +122,25 @@ def flagged_columns(source: pa.Table) -> set[int]:
     return {int(n[1:]) for n in source.column_names if n.startswith("u")}
 
 
-def guard_merge(t: OpenTable, source: pa.Table) -> None:
-    """Refuse (MemoryBudgetExceeded) a MERGE the engine is estimated to grow past the memory
-    budget with; only engines whose MERGE memory grows with the table are checked."""
+def guard_merge(catalog: Catalog, t: OpenTable, source: pa.Table) -> bool:
+    """Before a MERGE on an engine whose MERGE memory grows with the table (Sail): with engine
+    auto, move the request to Apache Spark when the estimate passes the memory budget (True:
+    moved, the caller ships the source again); otherwise refuse it (MemoryBudgetExceeded)."""
     if t.eng.dialect.merge_memory_estimate(0, 0) is None:
-        return
+        return False
     size = table_size(t.ref)
     if size is None:
-        return
+        return False
+    budget = t.settings.memory_budget_bytes
     estimate = t.eng.dialect.merge_memory_estimate(size.bytes, source.nbytes)
     log.info(f"merge into {t.display}: {size.files} files, {size.bytes} bytes; estimated peak {estimate} bytes, "
-             f"budget {t.settings.memory_budget_bytes}")
-    check_budget(t.display, t.eng.name, size, estimate, t.settings.memory_budget_bytes)
+             f"budget {budget}")
+    moved = merge_choice(t.choice, spark_installed(), size.bytes, source.nbytes, budget)
+    if moved.engine != t.choice.engine:
+        catalog.move_to_spark(t, moved)
+        return True
+    check_budget(t.display, t.eng.name, size, estimate, budget)
+    return False
 
 
 # Called right before the engine's commit statement, under the table's lock; raises (a
@@ -179,7 +187,7 @@ class Writer:
             t.outcome.inserted, t.outcome.updated, t.outcome.deleted = counts["upserts"], counts["updates"], counts["deletes"]
         took = time.monotonic() - start
         log.info(f"{what} {t.display}: {counts['upserts']} upserts, {counts['updates']} updates, "
-                 f"{counts['deletes']} deletes in one commit, {took:.2f}s")
+                 f"{counts['deletes']} deletes in one commit, {took:.2f}s, {served_by(t)}")
         return CommitResult(t.display, t.ref.location, **counts, committed=True, seconds=took)
 
     def _append(self, t: OpenTable, source: pa.Table, guard: Optional[CommitGuard]) -> None:
@@ -189,23 +197,31 @@ class Writer:
 
     def _apply(self, t: OpenTable, keys: list[str], source: pa.Table, newer_by: tuple[str, ...],
                guard: Optional[CommitGuard]) -> None:
-        name = t.sql_name
+        ops, flagged = source_ops(source), flagged_columns(source)
         with t.eng.shipped(source, t.warehouse) as view:
             new_keys_only = keys_cannot_match(t.ref, t.table, keys, source)  # from the log, no engine
             if not new_keys_only and t.eng.dialect.probes_keys_before_merge:
-                probe = key_probe_sql(name, view, t.table, keys)
+                probe = key_probe_sql(t.sql_name, view, t.table, keys)
                 new_keys_only = not t.eng.rows(f"probe keys of {t.display}", probe)
             if new_keys_only:
                 # Fast path (initial syncs, new keys): nothing to update or delete, so a plain
                 # append of the upserts -- still one commit, no rewrite of existing files.
-                sql = insert_sql(name, view, t.table) if OP_UPSERT in source_ops(source) else ""
-                action = "append to"
-            else:
-                guard_merge(t, source)
-                sql = merge_sql(name, view, t.table, keys, source_ops(source), flagged_columns(source), newer_by)
-                action = "merge into"
-            if sql:
-                commit(t, f"{action} {t.display}", sql, guard)
+                if OP_UPSERT in ops:
+                    commit(t, f"append to {t.display}", insert_sql(t.sql_name, view, t.table), guard)
+                return
+            if not guard_merge(self.catalog, t, source):
+                sql = merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by)
+                commit(t, f"merge into {t.display}", sql, guard)
+                return
+        # Moved to Apache Spark by the memory guard (engine auto): the source goes there.
+        with t.eng.shipped(source, t.warehouse) as view:
+            sql = merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by)
+            commit(t, f"merge into {t.display}", sql, guard)
+
+
+def served_by(t: OpenTable) -> str:
+    """The engine that served a write and why, for its log line."""
+    return f"engine {t.eng.name} ({t.choice.reason})"
 
 
 def commit(t: OpenTable, action: str, sql: str, guard: Optional[CommitGuard]) -> None:

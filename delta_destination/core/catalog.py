@@ -12,20 +12,25 @@ from __future__ import annotations
 
 import threading
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator, Optional
 
+from ..engines.choice import EngineChoice, base_choice, merge_choice, should_prestart, spark_installed, upkeep_choice
 from ..engines.dialect import dialect_for
 from ..engines.engine_session import EngineSession
 from ..engines.session import Engines
 from ..errors import InvalidRequest, TableNotFound
 from ..settings import Settings
 from ..warehouse import Warehouse, name_of_component
+from .. import logs
 from . import metadata
 from .events import Events, TableOutcome
+from .memory import table_size
 from .metastore import Metastore
 from .model import TableSchema
 from .types import column_from_spark, same_storage
+
+log = logs.get(__name__)
 
 
 @dataclass(frozen=True)
@@ -45,11 +50,13 @@ class OpenTable:
     """A table opened for one operation: where it is, the engine, what listeners will be told,
     and its schema when the operation was opened (None if it does not exist)."""
 
-    settings: Settings
+    settings: Settings          # with the engine that serves the operation (never auto)
     ref: TableRef
     eng: EngineSession
     outcome: TableOutcome
     table: Optional[TableSchema]
+    choice: EngineChoice        # which engine serves it and why (engines/choice.py)
+    target_bytes: Optional[int] = None  # the table's live Parquet when it was opened (None: not measured)
 
     @property
     def display(self) -> str:
@@ -75,16 +82,32 @@ class Catalog:
         self._locks: dict[str, threading.Lock] = {}
         self._meta_cache: dict[str, metadata.StoredMetadata] = {}
 
+    # ---- choosing the engine -------------------------------------------------------------
+    def choose(self, settings: Settings, upkeep: bool = False) -> EngineChoice:
+        """The engine of an operation that measures no table (engines/choice.py)."""
+        return (upkeep_choice if upkeep else base_choice)(settings, spark_installed())
+
+    def session(self, settings: Settings, upkeep: bool = False) -> EngineSession:
+        choice = self.choose(settings, upkeep)
+        return self.engines.get(choice.settings(settings), on_demand=choice.auto)
+
+    def move_to_spark(self, t: "OpenTable", choice: EngineChoice) -> None:
+        """An opened table's operation continues on the local Spark engine (auto, before anything
+        was written: the memory guard found the MERGE too big for Sail)."""
+        log.info(f"{t.display}: moving the request to Apache Spark: {choice.reason}")
+        t.settings = choice.settings(t.settings)
+        t.eng = self.engines.get(t.settings, on_demand=True)
+        t.eng.hold()
+        t.choice = choice
+
     # ---- locating and locking ------------------------------------------------------------
-    def session(self, settings: Settings) -> EngineSession:
-        return self.engines.get(settings)
 
     @staticmethod
     def warehouse(settings: Settings) -> Warehouse:
         return Warehouse(settings.warehouse, settings.storage)
 
     def locate(self, settings: Settings, schema: str, table: str) -> TableRef:
-        dialect_for(settings.engine).check_warehouse_root(settings.warehouse)
+        dialect_for(self.choose(settings).engine).check_warehouse_root(settings.warehouse)
         warehouse = self.warehouse(settings)
         return TableRef(schema, table, warehouse.table_location(schema, table), warehouse)
 
@@ -107,12 +130,35 @@ class Catalog:
         session, the table's lock (and those of `also`, in a fixed order), a START/COMPLETE/FAIL
         event when `operation` is named, and the current schema (TableNotFound when `require`)."""
         ref = self.locate(settings, schema, table)
-        eng = self.session(settings)
-        with self.locked(ref, *also), self._operation(operation, ref) as outcome:
-            current = self.require(eng, ref) if require else self.describe(eng, ref)
-            if current is not None:
-                outcome.columns = current.columns
-            yield OpenTable(settings, ref, eng, outcome, current)
+        with self.locked(ref, *also):
+            choice, target_bytes = self._choose_for(settings, ref)
+            settings = choice.settings(settings)
+            eng = self.engines.get(settings, on_demand=choice.auto)
+            with eng.in_use(), self._operation(operation, ref) as outcome:
+                current = self.require(eng, ref) if require else self.describe(eng, ref)
+                if current is not None:
+                    outcome.columns = current.columns
+                t = OpenTable(settings, ref, eng, outcome, current, choice, target_bytes)
+                try:
+                    yield t
+                finally:
+                    if t.eng is not eng:  # moved to Spark on the way (move_to_spark holds its session)
+                        t.eng.release()
+
+    def _choose_for(self, settings: Settings, ref: TableRef) -> tuple[EngineChoice, Optional[int]]:
+        """With auto: Sail, unless the table is already too big for a MERGE on Sail; a table
+        nearing that size has the Spark engine started ahead."""
+        base = self.choose(settings)
+        if not (base.auto and base.engine == "sail" and spark_installed()):
+            return base, None
+        measurable = ref.warehouse.can_list and ref.warehouse.has_commits(ref.location)
+        size = table_size(ref) if measurable else None
+        target = size.bytes if size is not None else None
+        budget = settings.memory_budget_bytes
+        choice = merge_choice(base, True, target, 0, budget)
+        if choice.engine == "sail" and should_prestart(base, True, target, budget):
+            self.engines.prestart_spark(settings)
+        return choice, target
 
     @contextmanager
     def _operation(self, operation: Optional[str], ref: TableRef) -> Iterator[TableOutcome]:

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from .. import logs
 from ..errors import SchemaMismatch
 from ..settings import Settings
-from .apply import CommitGuard, check_keys, commit, guard_merge, positional_arrays
+from .apply import CommitGuard, check_keys, commit, guard_merge, positional_arrays, served_by
 from .catalog import Catalog, OpenTable
 from .changes import ChangeSet, Changes, CommitResult, Op
 from .model import ACTIVE, END, START, TableSchema
@@ -96,7 +96,7 @@ class HistoryWriter:
             current = self._current_versions(t, plan)
             source = plan.actions(current)
             if source.num_rows:
-                guard_merge(t, source)
+                guard_merge(self.catalog, t, source)
                 with t.eng.shipped(source, t.warehouse) as view:
                     sql = history_merge_sql(t.sql_name, view, table, keys, START, END, ACTIVE)
                     commit(t, f"merge into {t.display}", sql, guard)
@@ -105,7 +105,7 @@ class HistoryWriter:
         took = time.monotonic() - start_time
         log.info(
             f"{what} {t.display}: {counts['earliest']} earliest-start, {counts['update']} update, "
-            f"{counts['replace']} replace, {counts['delete']} delete rows in one commit, {took:.2f}s"
+            f"{counts['replace']} replace, {counts['delete']} delete rows in one commit, {took:.2f}s, {served_by(t)}"
         )
         return CommitResult(t.display, t.ref.location, **result, committed=bool(source.num_rows), seconds=took)
 

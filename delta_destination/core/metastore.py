@@ -26,7 +26,7 @@ from .. import logs
 from ..engines.engine_session import EngineSession
 from ..engines.session import Engines
 from ..errors import InvalidRequest
-from ..settings import Settings
+from ..settings import AUTO, Settings
 from .sql import create_database_sql, register_external_sql, unregister_sql
 
 log = logs.get(__name__)
@@ -69,7 +69,7 @@ class Metastore:
 
     def session(self, settings: Settings) -> EngineSession:
         """A Spark engine whose catalog is the metastore (the local engine is started with it)."""
-        return self.engines.get(replace(settings, engine="spark"))
+        return self.engines.get(replace(settings, engine="spark"), on_demand=settings.engine == AUTO)
 
     def register(self, settings: Settings, schema: str, table: str, location: str) -> None:
         """An external Delta table entry `schema.table` at `location` (a replay finds it there)."""

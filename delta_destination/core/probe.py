@@ -20,7 +20,7 @@ def probe_warehouse(catalog, settings: Settings) -> Optional[str]:
     """None when a probe table could be written and read back; else a reason the user can act on."""
     wh = catalog.warehouse(settings)
     try:
-        dialect_for(settings.engine).check_warehouse_root(wh.root)
+        dialect_for(catalog.choose(settings).engine).check_warehouse_root(wh.root)
     except DestinationError as exc:
         return exc.message
     if wh.is_local:

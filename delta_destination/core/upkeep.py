@@ -83,11 +83,12 @@ class Upkeep:
     def run(self, settings: Settings, ref: TableRef, options: UpkeepOptions, wait: bool = True) -> UpkeepReport:
         report = UpkeepReport(ref.display, ref.location)
         started = time.monotonic()
-        eng = self.catalog.session(settings)
+        eng = self.catalog.session(settings, upkeep=True)
         lock = self.catalog.lock(ref)
         if not lock.acquire(blocking=wait):
             report.skipped = "a write is in progress"
             return report
+        eng.hold()
         try:
             if not self.catalog.exists(eng, ref):
                 raise TableNotFound(f"table {ref.display} does not exist")
@@ -103,6 +104,7 @@ class Upkeep:
                 except UnsupportedOperation as exc:
                     report.unsupported[step] = exc.message
         finally:
+            eng.release()
             lock.release()
             self.catalog.forget(ref)
         report.seconds = time.monotonic() - started

@@ -8,6 +8,8 @@ retry (errors.run_engine), and leaves engine differences to the dialect.
 """
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional
@@ -27,6 +29,35 @@ class EngineSession:
     def __init__(self, spark, dialect: Dialect):
         self.spark = spark          # for the engine layer and scripts; the core does not use it
         self.dialect = dialect
+        self._users = 0             # operations holding the session now (in_use)
+        self._count_lock = threading.Lock()
+        self.last_used = time.monotonic()
+
+    @property
+    def busy(self) -> bool:
+        return self._users > 0
+
+    def touch(self) -> None:
+        self.last_used = time.monotonic()
+
+    def hold(self) -> None:
+        """An operation uses the session until `release`: an engine stopped when idle (Engines)
+        is never stopped under a running request."""
+        with self._count_lock:
+            self._users += 1
+
+    def release(self) -> None:
+        with self._count_lock:
+            self._users -= 1
+        self.touch()
+
+    @contextmanager
+    def in_use(self) -> Iterator["EngineSession"]:
+        self.hold()
+        try:
+            yield self
+        finally:
+            self.release()
 
     @property
     def name(self) -> str:

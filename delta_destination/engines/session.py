@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from dataclasses import replace
 from typing import Optional
 from .. import logs
 from ..errors import EngineUnavailable, InvalidRequest
 from ..storage import url_scheme
-from ..settings import Settings
+from ..settings import AUTO, Settings
+from .choice import base_choice, spark_installed
 from .dialect import dialect_for
 from .engine_session import EngineSession
 
@@ -48,20 +51,29 @@ class Engines:
     per metastore (catalog settings are static in Spark), started lazily. Sessions: one per
     engine and storage configuration.
 
+    With engine `auto` (engines/choice.py) a local Spark engine is started when a request needs
+    it, outside the lock (requests on Sail never wait for a JVM), warmed up before it serves,
+    and stopped after `idle_minutes` without work (0: kept).
+
     Hadoop keeps one S3 client per bucket per JVM, made with the credentials of whichever
     session reached the bucket first, and reuses it for every later session silently. So a
     Spark engine serves each bucket with one storage configuration only; another one for the
     same bucket is refused, never served with the wrong credentials.
     """
 
-    def __init__(self):
+    def __init__(self, idle_minutes: float = 10.0):
         self._lock = threading.Lock()
         self._sessions: dict[tuple, EngineSession] = {}
         self._embedded = None                        # EmbeddedSail
         self._sail_processes: dict[str, object] = {}  # storage identity -> SailServerProcess
         self._local_spark: dict[Optional[str], object] = {}  # catalog_uri -> LocalSparkServer
+        self._spark_starts: dict[Optional[str], threading.Event] = {}  # catalog_uri -> set when its start ended
+        self._on_demand: set[Optional[str]] = set()  # local Spark engines auto started (stopped when idle)
         self._bucket_identity: dict[tuple[str, str], str] = {}  # (Spark url, bucket) -> storage identity
         self._stopped = False
+        self.idle_seconds = idle_minutes * 60.0
+        self._reaper: Optional[threading.Thread] = None
+        self._wake = threading.Event()
 
     def _refuse_once_stopped(self) -> None:
         """Called under the lock: a health check or request still running at shutdown must
@@ -75,14 +87,14 @@ class Engines:
         for key in [k for k in self._bucket_identity if k[0] == url]:
             del self._bucket_identity[key]
 
-    def _url(self, settings: Settings) -> str:
+    def _url(self, settings: Settings, on_demand: bool) -> str:
         if settings.spark_remote:
             return settings.spark_remote
-        with self._lock:
-            self._refuse_once_stopped()
-            if settings.engine == "sail":
+        if settings.engine == "sail":
+            with self._lock:
+                self._refuse_once_stopped()
                 return self._sail_url(settings)
-            return self._spark_url(settings)
+        return self._spark_url(settings, on_demand)
 
     def _sail_url(self, settings: Settings) -> str:
         from .sail import EmbeddedSail, SailServerProcess, served_by_embedded
@@ -102,25 +114,62 @@ class Engines:
             child = self._sail_processes[identity] = SailServerProcess(settings.storage)
         return child.url
 
-    def _spark_url(self, settings: Settings) -> str:
+    def _spark_url(self, settings: Settings, on_demand: bool) -> str:
+        """The local Spark engine for the settings' metastore, started (once, by one thread, outside
+        the lock) when there is none or it died."""
         from .spark_process import LocalSparkServer, SparkProcessOptions
 
         catalog = settings.catalog_uri or None
-        engine = self._local_spark.get(catalog)
-        if engine is not None and not engine.alive():
-            log.warning("the local Spark engine exited; starting a new one")
-            self._forget_sessions_of(engine.url)
-            engine.stop()
-            self._local_spark.pop(catalog)
-            engine = None
-        if engine is None:
-            engine = self._local_spark[catalog] = LocalSparkServer(SparkProcessOptions(catalog_uri=catalog))
-        return engine.url
+        while True:
+            with self._lock:
+                self._refuse_once_stopped()
+                engine = self._local_spark.get(catalog)
+                if engine is not None and not engine.alive():
+                    log.warning("the local Spark engine exited; starting a new one")
+                    self._forget_sessions_of(engine.url)
+                    engine.stop()
+                    self._local_spark.pop(catalog)
+                    engine = None
+                if engine is not None:
+                    if not on_demand:
+                        self._on_demand.discard(catalog)  # asked for by name: kept
+                    return engine.url
+                starting = self._spark_starts.get(catalog)
+                if starting is None:
+                    starting = self._spark_starts[catalog] = threading.Event()
+                    break
+            starting.wait()  # another thread starts it; then look again (it may have failed)
+            with self._lock:
+                if catalog not in self._local_spark:
+                    raise EngineUnavailable("the local Spark engine did not start (see the log line of its start)")
+        try:
+            engine = LocalSparkServer(SparkProcessOptions(catalog_uri=catalog))
+            try:
+                warm_up(engine.url, engine.private_dir)
+            except Exception as exc:  # noqa: BLE001 - a cold engine still serves
+                log.warning(f"the local Spark engine's warm-up failed ({type(exc).__name__}); it serves cold")
+            with self._lock:
+                if self._stopped:
+                    engine.stop()
+                    raise EngineUnavailable("the destination is stopping")
+                self._local_spark[catalog] = engine
+                if on_demand:
+                    self._on_demand.add(catalog)
+                    self._start_reaper()
+            return engine.url
+        finally:
+            with self._lock:
+                self._spark_starts.pop(catalog).set()
 
-    def get(self, settings: Settings) -> EngineSession:
+    def get(self, settings: Settings, on_demand: bool = False) -> EngineSession:
         """The session for these settings: one per engine endpoint and storage configuration
-        (a session carries the storage settings of its warehouse)."""
-        url = self._url(settings)
+        (a session carries the storage settings of its warehouse). Engine `auto` is resolved
+        here for requests that measured no table (engines/choice.py); `on_demand`: a local
+        Spark engine this starts was chosen by auto, and is stopped when idle."""
+        if settings.engine == AUTO:
+            choice = base_choice(settings, spark_installed())
+            settings, on_demand = choice.settings(settings), choice.auto
+        url = self._url(settings, on_demand)
         dialect = dialect_for(settings.engine)
         storage = dialect.storage_conf(settings.warehouse, settings.storage)
         identity = settings.storage.identity() if storage else ""
@@ -129,10 +178,29 @@ class Engines:
             self._check_bucket(settings, url, identity)
             session = self._sessions.get(key)
             if session is not None:
+                session.touch()
                 return session
         session = EngineSession(connect(url, {**dialect.session_conf, **storage}), dialect)
         with self._lock:
             return self._sessions.setdefault(key, session)
+
+    def prestart_spark(self, settings: Settings) -> None:
+        """Start (and warm up) the local Spark engine in the background, for a request that will
+        soon need it; nothing happens when it runs or is starting."""
+        catalog = settings.catalog_uri or None
+        with self._lock:
+            if self._stopped or catalog in self._local_spark or catalog in self._spark_starts:
+                return
+        spark = replace(settings, engine="spark")
+
+        def start():
+            try:
+                self._spark_url(spark, on_demand=True)
+                log.info("the local Apache Spark engine was started ahead: a table nears Sail's memory budget")
+            except Exception as exc:  # noqa: BLE001 - the request that needs it will start it and report
+                log.warning(f"starting the local Spark engine ahead failed ({type(exc).__name__})")
+
+        threading.Thread(target=start, name="spark-prestart", daemon=True).start()
 
     def _check_bucket(self, settings: Settings, url: str, identity: str) -> None:
         """Under the lock: one storage configuration per bucket per Spark engine (see the class)."""
@@ -146,9 +214,59 @@ class Engines:
                 f"keeps one S3 client per bucket per engine (it would use the first settings' credentials). Use one "
                 f"set of storage settings per bucket, or another destination process for the other settings")
 
+    # ---- idle stop --------------------------------------------------------------------------
+    def _start_reaper(self) -> None:
+        """Under the lock: one thread stops auto-started Spark engines that stay idle."""
+        if self.idle_seconds <= 0 or self._reaper is not None:
+            return
+        self._reaper = threading.Thread(target=self._reap, name="spark-idle-stop", daemon=True)
+        self._reaper.start()
+
+    def _reap(self) -> None:
+        period = max(0.5, min(30.0, self.idle_seconds / 4))
+        while not self._wake.wait(period):
+            self.stop_idle()
+
+    def stop_idle(self) -> list[int]:
+        """Stop the auto-started local Spark engines with no statement running and none for
+        `idle_seconds`; returns their former PIDs."""
+        now = time.monotonic()
+        stopping = []
+        with self._lock:
+            for catalog in list(self._on_demand):
+                engine = self._local_spark.get(catalog)
+                if engine is None:
+                    self._on_demand.discard(catalog)
+                    continue
+                sessions = [s for k, s in self._sessions.items() if k[1] == engine.url]
+                if any(s.busy for s in sessions):
+                    continue
+                last = max([s.last_used for s in sessions] + [engine.started_at])
+                if now - last < self.idle_seconds:
+                    continue
+                self._forget_sessions_of(engine.url)
+                self._local_spark.pop(catalog)
+                self._on_demand.discard(catalog)
+                stopping.append((engine, sessions))
+        pids = []
+        for engine, sessions in stopping:
+            log.info(f"stopping the local Apache Spark engine (pid {engine.pid}): idle for "
+                     f"{self.idle_seconds / 60:.1f} min")
+            pids.append(engine.pid)
+            for s in sessions:
+                try:
+                    s.spark.stop()
+                except Exception:  # noqa: BLE001 - the engine goes anyway
+                    pass
+            engine.stop()
+        return pids
+
     def healthy(self, settings: Settings) -> bool:
         """Does the engine answer now? A local engine that died is not restarted here (the
-        health service must see the outage); `get` restarts it."""
+        health service must see the outage); `get` restarts it. With auto: the engine requests
+        go to first (Sail), and a local Spark engine only while it is expected to run."""
+        if settings.engine == AUTO:
+            settings = base_choice(settings, spark_installed()).settings(settings)
         if settings.engine == "spark" and not settings.spark_remote:
             engine = self._local_spark.get(settings.catalog_uri or None)
             if engine is None or not engine.alive():
@@ -169,6 +287,7 @@ class Engines:
             return [e.pid for e in self._local_spark.values() if e.alive() and e.pid]
 
     def stop(self) -> None:
+        self._wake.set()
         with self._lock:
             self._stopped = True
             sessions = list(self._sessions.values())
@@ -188,6 +307,30 @@ class Engines:
                     engine.stop()
                 except Exception:  # noqa: BLE001 - shutting down
                     pass
+
+
+def warm_up(url: str, private_dir) -> None:
+    """Run the statements a write runs (a local relation, a Delta create, insert, MERGE and
+    read) once on a table in the engine's private folder, so that the first customer request
+    does not pay for class loading and JIT compilation (measured in docs/performance-analysis.md)."""
+    import pyarrow as pa
+
+    started = time.monotonic()
+    spark = connect(url, dialect_for("spark").session_conf)
+    table = f"delta.`{private_dir}/warm-up`"
+    try:
+        spark.createDataFrame(pa.table({"id": [1, 2], "v": ["a", "b"]})).createOrReplaceTempView("warm_up_src")
+        spark.sql(f"CREATE TABLE {table} (id BIGINT, v STRING) USING delta").collect()
+        spark.sql(f"INSERT INTO {table} SELECT id, v FROM warm_up_src").collect()
+        spark.sql(f"MERGE INTO {table} t USING warm_up_src s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v "
+                  f"WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v)").collect()
+        spark.sql(f"SELECT count(*) FROM {table}").collect()
+    finally:
+        try:
+            spark.stop()
+        except Exception:  # noqa: BLE001
+            pass
+    log.info(f"the local Apache Spark engine was warmed up in {time.monotonic() - started:.1f}s")
 
 
 def connect(url: str, dialect_conf: dict[str, str]):

@@ -288,6 +288,7 @@ class LocalSparkServer:
                 if attempt == START_ATTEMPTS or time.monotonic() >= deadline:
                     raise
                 log.warning(f"{exc.message}; starting it again")
+        self.started_at = time.monotonic()
         log.info(f"local Apache Spark engine started in {time.monotonic() - started:.1f}s "
                  f"(attempt {attempt}, driver memory {self.options.driver_memory}, {self.options.cores} cores, "
                  f"pid {self.pid})")

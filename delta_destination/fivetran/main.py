@@ -16,6 +16,7 @@ from .. import lineage, logs
 from ..core.api import DeltaCore
 from ..errors import DestinationError
 from ..core.upkeep import PeriodicUpkeep, UpkeepOptions
+from ..engines.choice import base_choice, spark_installed
 from ..engines.dialect import dialect_for
 from ..engines.session import Engines
 from ..settings import PROCESS, Settings, add_flags, from_flags
@@ -94,11 +95,11 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, lambda signum, _frame: signals.append(signum))
     try:
         settings = from_flags(args)
-        dialect_for(settings.engine).check_warehouse_root(settings.warehouse)
+        dialect_for(base_choice(settings, spark_installed()).engine).check_warehouse_root(settings.warehouse)
         upkeep_options = UpkeepOptions(retention_hours=int(args.vacuum_retention_hours))
     except DestinationError as exc:
         raise SystemExit(f"fivetran-delta-destination: {exc.message}") from None
-    engines = Engines()
+    engines = Engines(idle_minutes=args.spark_idle_minutes)
     core = DeltaCore(engines, door="fivetran")
     lineage_events = lineage.attach(core)  # commit log lines with URIs; OpenLineage/Airflow when configured
     try:

@@ -1,0 +1,133 @@
+"""Which engine serves a request when the engine setting is `auto` (the default where the
+local Apache Spark engine is installed).
+
+Embedded Sail starts in about a second, holds no JVM and is the faster engine on tables of
+ordinary size, but its MERGE holds the whole target table in memory (core/memory.py). The
+local Apache Spark engine streams the target, handles tables of any size, and is the only
+one that can do table upkeep and register tables in a metastore, but it costs a JVM (about
+1.5-3 GB and half a minute to start). So auto serves each request on Sail unless Sail cannot
+serve it, and then on Spark, started on first need and stopped after an idle time
+(engines/session.py). Both engines read and write each other's tables (the tables auto
+creates are Sail's: no deletion vectors, no column mapping; docs/engines.md).
+
+The rules are pure functions of the settings and of numbers the core measured, so they are
+unit-tested without an engine (tests/test_engine_choice.py); each choice carries a reason
+that the write's log line shows.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional
+
+from ..errors import InvalidRequest
+from ..frozen import is_frozen
+from ..settings import AUTO, Settings
+from .dialect import SailDialect
+
+SAIL, SPARK = "sail", "spark"
+# Start the Spark engine in the background once a table reaches this share of the size at which
+# its MERGE moves to Spark, so that the request that crosses it does not wait for a JVM to start.
+PRESTART_SHARE = 0.6
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    engine: str       # "sail" or "spark"
+    reason: str       # why, for the log line of the request
+    auto: bool        # chosen by `auto` (a local Spark engine so started is stopped when idle)
+
+    def settings(self, settings: Settings) -> Settings:
+        """The request's settings with the chosen engine."""
+        if settings.engine == self.engine:
+            return settings
+        from dataclasses import replace
+
+        return replace(settings, engine=self.engine)
+
+
+@lru_cache(maxsize=1)
+def spark_installed() -> bool:
+    """Can this installation start the local Apache Spark engine? A normal install with Java
+    and the Spark/Delta jars `make install` fetched; never the single-file binary or the
+    Docker image (no JVM)."""
+    if is_frozen():
+        return False
+    from .spark_process import delta_jars, spark_home
+
+    java_home = os.environ.get("JAVA_HOME")
+    has_java = bool(shutil.which("java")) or bool(java_home and os.path.exists(os.path.join(java_home, "bin", "java")))
+    if not has_java:
+        return False
+    try:
+        delta_jars()
+        return any((spark_home() / "jars").glob("spark-connect_*.jar"))
+    except Exception:  # noqa: BLE001 - not installed: pyspark without jars, no Delta jars
+        return False
+
+
+def base_choice(settings: Settings, spark_available: bool) -> EngineChoice:
+    """The engine for a request before any table is measured (connection checks, DDL,
+    migrations, describing)."""
+    if settings.engine != AUTO:
+        return EngineChoice(settings.engine, f"engine {settings.engine} is configured", False)
+    if not spark_available:
+        return EngineChoice(SAIL, "no local Apache Spark engine is installed here (no JVM)", True)
+    if settings.catalog_uri:
+        return EngineChoice(SPARK, "tables are registered in the metastore, which only Apache Spark can do", True)
+    try:
+        SailDialect().check_warehouse_root(settings.warehouse)
+    except InvalidRequest:
+        return EngineChoice(SPARK, "the warehouse path has characters embedded Sail cannot address", True)
+    return EngineChoice(SAIL, "embedded Sail serves tables within the memory budget", True)
+
+
+def upkeep_choice(settings: Settings, spark_available: bool) -> EngineChoice:
+    """Compaction, deletion-vector purges and VACUUM: Apache Spark where it can run."""
+    base = base_choice(settings, spark_available)
+    if base.auto and base.engine == SAIL and spark_available:
+        return EngineChoice(SPARK, "table upkeep (OPTIMIZE, REORG, VACUUM) needs Apache Spark", True)
+    return base
+
+
+def merge_estimate(target_bytes: int, source_bytes: int = 0) -> int:
+    """Sail's estimated peak for a MERGE (the memory guard's figure)."""
+    return SailDialect().merge_memory_estimate(target_bytes, source_bytes)
+
+
+def merge_choice(base: EngineChoice, spark_available: bool, target_bytes: Optional[int], source_bytes: int,
+                 budget: int) -> EngineChoice:
+    """Sail, unless its MERGE into a table of `target_bytes` (live Parquet; None = not measured)
+    is estimated past the budget and auto may move the request to Spark.
+    >>> b = EngineChoice(SAIL, "default", True)
+    >>> merge_choice(b, True, 10 * 2**20, 0, 4 * 2**30).engine
+    'sail'
+    >>> c = merge_choice(b, True, 300 * 2**20, 0, 4 * 2**30)
+    >>> c.engine, c.reason
+    ('spark', 'the MERGE into 300 MiB of Parquet is estimated at 5.5 GB on Sail, over the memory budget of 4.0 GB')
+    >>> merge_choice(b, False, 300 * 2**20, 0, 4 * 2**30).engine
+    'sail'
+    """
+    if not (base.auto and base.engine == SAIL and spark_available) or target_bytes is None:
+        return base
+    estimate = merge_estimate(target_bytes, source_bytes)
+    if estimate <= budget:
+        return base
+    return EngineChoice(SPARK, f"the MERGE into {target_bytes / 2**20:.0f} MiB of Parquet is estimated at "
+                               f"{estimate / 2**30:.1f} GB on Sail, over the memory budget of {budget / 2**30:.1f} GB",
+                        True)
+
+
+def should_prestart(base: EngineChoice, spark_available: bool, target_bytes: Optional[int], budget: int) -> bool:
+    """Has a table reached PRESTART_SHARE of the size at which its MERGE moves to Spark (so the
+    Spark engine should be started ahead)?
+    >>> b = EngineChoice(SAIL, "default", True)
+    >>> should_prestart(b, True, 150 * 2**20, 4 * 2**30), should_prestart(b, True, 10 * 2**20, 4 * 2**30)
+    (True, False)
+    """
+    if not (base.auto and base.engine == SAIL and spark_available) or target_bytes is None:
+        return False
+    moves_at = (budget - merge_estimate(0)) / SailDialect.MERGE_BYTES_PER_TARGET_BYTE
+    return target_bytes > PRESTART_SHARE * moves_at
