@@ -1,10 +1,10 @@
 """Benchmark: Fivetran-like workloads through the real gRPC server, on each engine, vs a bare delta-rs baseline.
 
-    .venv/bin/python scripts/bench.py                 # everything, both engines (make bench); writes docs/benchmarks.md
+    .venv/bin/python scripts/bench.py                 # everything, every engine (make bench); writes docs/benchmarks.md
     .venv/bin/python scripts/bench.py --scale 0.01    # every row count x0.01: a quick check
     .venv/bin/python scripts/bench.py --only upsert   # one workload (and what it needs first)
     .venv/bin/python scripts/bench.py --skip-growth   # without the 1M/3M/10M growth runs
-    .venv/bin/python scripts/bench.py --engines spark # one engine (default: sail,spark side by side)
+    .venv/bin/python scripts/bench.py --engines auto  # one engine (default: auto,sail,spark side by side)
     .venv/bin/python scripts/bench.py --storage s3    # only the object-storage run, into the existing report
 
 After the local workloads (whose servers are stopped by then), the object-storage run
@@ -13,16 +13,22 @@ alone, to a local directory and then to a SeaweedFS S3 server on loopback, back 
 `--storage local` skips it, `--storage s3` runs only it and puts its section into the existing
 benchmarks.md (the rest of the file is left as it is) with its figures in object-storage-results.json.
 
+The engines: `auto` is the destination's default, measured as a user gets it: its server is
+started WITHOUT an --engine flag (the engine `make run` serves without ENGINE=), and it runs each
+request on embedded Sail unless Sail cannot serve it (a MERGE estimated over the memory budget),
+then on a local Spark JVM the server starts when needed; which engine served each step is read from the
+server's log and reported. `sail` and `spark` are the engines named explicitly (--engine E).
+
 Workload files are generated once per (seed, scale) under bench-data/ (encrypted
 zstd CSV in Fivetran's conventions, see scripts/bench_data.py) and reused.  Each
 engine gets its own server subprocess (`python -m delta_destination.fivetran.main
---engine E`) on a free port with its own temporary warehouse; the RSS and CPU of
-its process tree (for Spark: the server plus the Spark Connect JVM it starts) are
-sampled every 0.1 s and each RPC is timed.  Every step runs on each engine in
+[--engine E]`) on a free port with its own temporary warehouse; the RSS and CPU of
+its process tree (for Spark, and for auto while it keeps one: the server plus the Spark Connect
+JVM it starts) are sampled every 0.1 s and each RPC is timed.  Every step runs on each engine in
 turn, then ONCE on the baseline (scripts/bench_baseline.py), which applies the
 identical files with the destination's batch-file reader + delta-rs in a separate
-worker process, sampled the same way.  A full run (scale 1, all workloads, both
-engines) writes docs/benchmarks.md, docs/bench-results.json and
+worker process, sampled the same way.  A full run (scale 1, all workloads, every
+engine) writes docs/benchmarks.md, docs/bench-results.json and
 docs/bench-growth.png; partial runs write to bench-data/report/ instead.
 
 The parts: bench_runner.py (a whole run), bench_workloads.py (what each workload sends),
@@ -50,7 +56,7 @@ from bench_targets import evaluate_targets  # noqa: E402
 from bench_workloads import WORKLOADS  # noqa: E402
 
 DOCS = ROOT / "docs"
-ENGINE_CHOICES = ("sail", "spark")
+ENGINE_CHOICES = ("auto", "sail", "spark")  # auto: the default (its server has no --engine flag)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -58,8 +64,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every row count (e.g. 0.01 for a quick check)")
     ap.add_argument("--only", choices=WORKLOADS, help="run one workload (and the ones it needs first)")
     ap.add_argument("--skip-growth", action="store_true", help="skip the 1M/3M/10M growth runs")
-    ap.add_argument("--engines", default="sail,spark",
-                    help="comma-separated engines to measure side by side (sail, spark); default: both")
+    ap.add_argument("--engines", default=",".join(ENGINE_CHOICES),
+                    help="comma-separated engines to measure side by side (auto = the default engine, started "
+                         "without --engine; sail; spark); default: all three")
     ap.add_argument("--storage", choices=("both", "local", "s3"), default="both",
                     help="local: the local workloads only; s3: only the object-storage run (local vs S3, initial "
                          "load and upsert); both (default): the local workloads, then the object-storage run")
@@ -82,8 +89,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def report_dir(args: argparse.Namespace) -> Path:
-    """docs/ for a full run (scale 1, every workload, both engines; with --storage s3: scale 1, both
-    engines), else bench-data/report/."""
+    """docs/ for a full run (scale 1, every workload, every engine; with --storage s3: scale 1, every
+    engine), else bench-data/report/."""
     full = (args.scale == 1.0 and set(args.engines) == set(ENGINE_CHOICES)
             and (args.storage == "s3" or (args.storage == "both" and not args.only and not args.skip_growth)))
     return args.out or (DOCS if full else DATA_ROOT / "report")

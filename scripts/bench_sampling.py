@@ -1,7 +1,10 @@
 """What a process tree holds: peak RSS sampled every 0.1 s (with a safety cap), and CPU time.
 
 For Spark the tree is the destination's server plus the Spark Connect JVM it starts, so the
-figures are what the engine costs the machine, not only the Python process.
+figures are what the engine costs the machine, not only the Python process; for the default
+engine (auto) the JVM is in the tree only while the server keeps one (started on first need or
+ahead, stopped when idle), so besides the tree's peak each process kind's own peak is kept
+(`peak_by_name`: e.g. the Python process's and the JVM's, which need not peak together).
 """
 from __future__ import annotations
 
@@ -58,6 +61,26 @@ def parts_text(parts: list[tuple[str, int]]) -> str:
     return " + ".join(f"{n} {rss / GB:.2f} GB" for n, rss in parts if rss >= 16 * 1024 ** 2)
 
 
+def by_name(parts: list[tuple[str, int]]) -> dict[str, int]:
+    """(name, value) pairs summed per process name (e.g. {"python": ..., "java": ...})."""
+    out: dict[str, int] = {}
+    for n, v in parts:
+        out[n] = out.get(n, 0) + v
+    return out
+
+
+def tree_cpu_by_name(proc: psutil.Process) -> dict[str, float]:
+    """User + system CPU seconds so far per process name of the tree (the JVM apart from Python)."""
+    out: dict[str, float] = {}
+    for p in _tree(proc):
+        try:
+            c = p.cpu_times()
+            out[p.name()] = out.get(p.name(), 0.0) + c.user + c.system
+        except psutil.Error:
+            pass
+    return out
+
+
 def tree_names(proc: psutil.Process) -> list[str]:
     """The processes counted in tree_rss (the server, and for Spark its JVM), for the report."""
     out = []
@@ -96,6 +119,7 @@ class Sampler(threading.Thread):
         self.procs: dict[str, psutil.Process] = {}
         self.peaks: dict[str, int] = {}
         self.peak_parts: dict[str, str] = {}  # what the tree held at its peak, e.g. "python 0.2 GB + java 2.6 GB"
+        self.peak_by_name: dict[str, dict[str, int]] = {}  # each process name's own peak since the reset
         self.capped: dict[str, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -104,6 +128,7 @@ class Sampler(threading.Thread):
         with self._lock:
             self.procs[name] = psutil.Process(pid)
             self.peaks[name] = 0
+            self.peak_by_name[name] = {}
             self.capped.pop(name, None)
 
     def reset(self) -> None:
@@ -112,10 +137,14 @@ class Sampler(threading.Thread):
                 parts = tree_parts(p)
                 self.peaks[name] = sum(r for _, r in parts)
                 self.peak_parts[name] = parts_text(parts)
+                self.peak_by_name[name] = by_name(parts)
 
     def _sample(self, name: str, p: psutil.Process) -> None:
         parts = tree_parts(p)
         rss = sum(r for _, r in parts)
+        own = self.peak_by_name.setdefault(name, {})
+        for n, r in by_name(parts).items():
+            own[n] = max(own.get(n, 0), r)
         if rss > self.peaks.get(name, 0):
             self.peaks[name] = rss
             self.peak_parts[name] = parts_text(parts)
@@ -134,6 +163,11 @@ class Sampler(threading.Thread):
             if p is not None:
                 self._sample(name, p)
             return self.peaks.get(name, 0)
+
+    def own_peaks(self, name: str) -> dict[str, int]:
+        """Each process name's own peak RSS in the tree `name` since the last reset."""
+        with self._lock:
+            return dict(self.peak_by_name.get(name, {}))
 
     def run(self) -> None:
         while not self._stop.wait(self.interval):

@@ -1,11 +1,18 @@
 """The processes of a benchmark run and its measured steps: a server per engine
 (testkit/server_process.RunningServer, each on its own warehouse), the baseline worker, the RSS
 sampler, and `Bench.step`, which runs one workload step on every engine in turn and then once on the
-baseline."""
+baseline.
+
+Engine `auto` is the destination's default: its server is started without an `--engine` flag, as a
+user who names no engine starts it, and each request runs on embedded Sail or on a local Spark JVM
+the server starts when needed. Which engine served a step is read from the server's log: each
+write's line ends with `, engine sail (<reason>)` or `, engine spark (<reason>)`."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -15,13 +22,67 @@ import psutil
 from bench_baseline import BaselineProc
 from bench_results import GB, gb, short
 from bench_rpc import SCHEMA, RpcFailed
-from bench_sampling import Sampler, tree_cpu, tree_names, tree_rss
+from bench_sampling import Sampler, tree_cpu, tree_cpu_by_name, tree_names, tree_rss
 from testkit.server_process import RunningServer
 
 SERVER_READY_TIMEOUT = 300.0
+AUTO = "auto"  # the default engine: its server gets no --engine flag
+_SERVED = re.compile(r", engine (sail|spark) \((.*)\)$")
+# the server's lines about the local Spark engine auto starts and stops (session.py, spark_process.py)
+_JVM_NOTE = re.compile(r"local Apache Spark engine|local Spark engine")
+
+
+def engine_flag(engine: str) -> str | None:
+    """The `--engine` value a server for `engine` is started with (None for the default, auto)."""
+    return None if engine == AUTO else engine
+
+
+def served_by(log_text: str) -> dict:
+    """Which engine served the writes logged in `log_text` (a step's part of a server log) and why,
+    and what the server said about the local Spark engine meanwhile (started, ahead, stopped)."""
+    engines, reasons, notes = [], [], []
+    for line in log_text.splitlines():
+        try:
+            msg = json.loads(line).get("message", "")
+        except (ValueError, AttributeError):
+            continue
+        m = _SERVED.search(msg)
+        if m:
+            engines.append(m.group(1))
+            reasons.append(m.group(2))
+        elif _JVM_NOTE.search(msg):
+            notes.append(msg[:300])
+    out: dict = {"served_by": engines, "served_reasons": list(dict.fromkeys(reasons))}
+    if notes:
+        out["jvm_notes"] = notes
+    return out
+
+
+def _log_size(path: Path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 # the figures a step prints as it ends
-_PRINTED = ("server_s", "server_outcome", "baseline_s", "ratio", "rows_per_s", "server_peak_rss", "baseline_peak_rss",
-            "server_cpu_s", "rows_server", "rows_baseline", "equal")
+_PRINTED = ("server_s", "server_outcome", "served_by", "baseline_s", "ratio", "rows_per_s", "server_peak_rss",
+            "server_peak_by_process", "baseline_peak_rss", "server_cpu_s", "rows_server", "rows_baseline", "equal")
+
+
+def _printed(key: str, v) -> str:
+    if key == "server_peak_by_process":
+        return "+".join(f"{n}:{gb(b)}" for n, b in v.items() if b >= 16 * 2**20)
+    if key == "served_by":
+        return ",".join(v) or "-"
+    return short(v)
 
 
 class Bench:
@@ -83,14 +144,17 @@ class Bench:
             r["mb_per_s"] = in_bytes / 1e6 / r["server_s"] if in_bytes else None
         if table and r.get("server_s") is not None:
             r.update(self.verify(table))
-        print(f"    {self.engine}: " + ", ".join(f"{k}={short(v)}" for k, v in r.items() if k in _PRINTED), flush=True)
+        print(f"    {self.engine}: " + ", ".join(f"{k}={_printed(k, v)}" for k, v in r.items() if k in _PRINTED),
+              flush=True)
 
     def _server_part(self, r: dict, name: str, server_fn: Callable[[], None]) -> None:
         key = f"server:{self.engine}"
         srv = psutil.Process(self.server.proc.pid)
+        log_path, log_at = self.server.log_path, _log_size(self.server.log_path)
         self.sampler.reset()
         r["server_rss_before"] = self.sampler.peak(key)
-        cpu0 = tree_cpu(srv)
+        r["server_rss_before_by_process"] = self.sampler.own_peaks(key)
+        cpu0, cpu0_by = tree_cpu(srv), tree_cpu_by_name(srv)
         t = time.perf_counter()
         try:
             server_fn()
@@ -99,8 +163,13 @@ class Bench:
         except Exception as exc:  # noqa: BLE001
             self._server_failed(r, name, exc, time.perf_counter() - t)
         r["server_cpu_s"] = tree_cpu(srv) - cpu0 if self.server_alive() else None
+        if self.server_alive():  # a JVM that stopped during the step is missing here (its CPU is lost)
+            r["server_cpu_by_process"] = {n: round(c - cpu0_by.get(n, 0.0), 2)
+                                          for n, c in tree_cpu_by_name(srv).items()}
         r["server_peak_rss"] = self.sampler.peak(key)
         r["server_peak_parts"] = self.sampler.peak_parts.get(key)
+        r["server_peak_by_process"] = self.sampler.own_peaks(key)
+        r.update(served_by(_read_from(log_path, log_at)))
         if not self.server_alive():
             self.restart_server(f"after the failure of {name}")
 
@@ -164,8 +233,8 @@ class Bench:
             old.stop()
         t = time.monotonic()
         self.restarts += 1
-        srv = RunningServer(self.warehouses[engine], self.tmp / f"server-{engine}-{self.restarts}.log", engine=engine,
-                            ready_timeout=SERVER_READY_TIMEOUT, env=self.server_env)
+        srv = RunningServer(self.warehouses[engine], self.tmp / f"server-{engine}-{self.restarts}.log",
+                            engine=engine_flag(engine), ready_timeout=SERVER_READY_TIMEOUT, env=self.server_env)
         took = time.monotonic() - t
         self.servers[engine] = srv
         self.startup[engine].append(took)

@@ -1,4 +1,6 @@
-"""The benchmark's targets (issues 4 and 8), judged on a result: each a dict of target, met, detail."""
+"""The benchmark's targets (issues 4, 8 and 19), judged on a result: each a dict of target, met, detail.
+Issue 4's hold per named engine (sail, spark), issue 8's for Spark's growth series and Sail's limit,
+issue 19's for the default engine (auto: the server started without --engine)."""
 from __future__ import annotations
 
 from bench_results import (
@@ -23,6 +25,8 @@ TARGET_RSS = 2 * GB
 TARGET_TREE_RSS = 4 * GB         # issue 8: the Spark growth series within 4 GB (process tree, JVM included)
 TARGET_GROWTH_SLOWDOWN = 2.0     # issue 8: the Spark upsert at 10M within 2x the same upsert at 1M
 RSS_GROWTH_TOLERANCE = 1.2  # "not growing": peak at 10M <= 1.2 x peak at 1M (sampling noise, allocator slack)
+TARGET_AUTO_NARROW_RPS = 1_500_000  # issue 19: the narrow load on the default engine
+AUTO = "auto"
 
 
 def _target(target: str, met: bool, detail: str) -> dict:
@@ -136,8 +140,82 @@ def evaluate_issue8_targets(res: dict) -> list[dict]:
     return t
 
 
+# ---- issue 19: the default engine (auto) ----------------------------------------------------------
+
+def _growth_steps(res: dict, engine: str) -> list[dict]:
+    """An engine's whole growth series: the appends (setup) and the measured upserts, in run order."""
+    return ([r for r in res["setup"] if engine_of(r) == engine and r["workload"].startswith("growth")]
+            + growth_upserts(res, engine))
+
+
+def served(r: dict) -> str:
+    """Which engine(s) served a step, from the server's log ("-": no write line, e.g. Truncate)."""
+    engines = list(dict.fromkeys(r.get("served_by") or []))
+    return "+".join(engines) if engines else "-"
+
+
+def _auto_series_target(steps: list[dict]) -> dict:
+    bad = [r for r in steps if r.get("server_s") is None or r.get("direct")]
+    largest = max(table_size(r) for r in steps if r["workload"].startswith("growth: upsert"))
+    detail = f"{len(steps) - len(bad)} of {len(steps)} steps ok"
+    if bad:
+        detail += "; " + ", ".join(f"{r['workload']} ({outcome(r)})" for r in bad[:6])
+    return _target(f"default engine: the growth series to {millions(largest)} rows completes, nothing refused or killed",
+                   not bad, detail)
+
+
+def _auto_rss_target(res: dict, steps: list[dict]) -> dict:
+    top = max(steps, key=lambda r: r.get("server_peak_rss") or 0)
+    mx = top.get("server_peak_rss") or 0
+    every = [r for r in res["results"] + res["setup"] if engine_of(r) == AUTO]
+    top_all = max(every, key=lambda r: r.get("server_peak_rss") or 0)
+    detail = (f"growth series max {gb(mx)} (in {top['workload']}"
+              + (f": {top['server_peak_parts']}" if top.get("server_peak_parts") else "") + ")")
+    if top_all is not top:
+        detail += f"; over every workload max {gb(top_all.get('server_peak_rss'))} (in {top_all['workload']})"
+    return _target(f"default engine: process-tree peak RSS of the growth series <= {TARGET_TREE_RSS / GB:g} GB "
+                   "(server + any JVM it starts)", bool(mx) and mx <= TARGET_TREE_RSS, detail)
+
+
+def _auto_slowdown_target(gd: list[dict], dist: str) -> dict:
+    t = _spark_slowdown_target(gd, dist)
+    a, b = gd[0], gd[-1]
+    return {**t, "target": t["target"].replace("Spark: ", "default engine: "),
+            "detail": t["detail"] + f" (served by {served(a)} -> {served(b)})"}
+
+
+def evaluate_auto_targets(res: dict) -> list[dict]:
+    """Issue 19's targets for the default engine: the growth series completes within 4 GB of process
+    tree and with the 10M upsert within 2x of the 1M one; every workload within 1.5x of the baseline;
+    the initial load >= 200k rows/s and the narrow load >= 1.5M rows/s."""
+    if AUTO not in engines_of(res):
+        return []
+    results = [r for r in res["results"] if engine_of(r) == AUTO]
+    by = {r["workload"]: r for r in results}
+    t = []
+    steps = _growth_steps(res, AUTO)
+    if growth_upserts(res, AUTO):
+        t += [_auto_series_target(steps)]
+        for dist in DISTRIBUTIONS:
+            gd = sorted(growth_upserts(res, AUTO, dist), key=table_size)
+            if len(gd) >= 2:
+                t.append(_auto_slowdown_target(gd, dist))
+        t.append(_auto_rss_target(res, steps))
+    if results:
+        t.append({**_ratio_target(results), "target": f"default engine: every workload within {TARGET_RATIO}x of the "
+                                                      "bare delta-rs baseline"})
+    if "initial_load" in by:
+        t.append(_rate_target(by["initial_load"], TARGET_WIDE_RPS,
+                              f"default engine: initial load >= {TARGET_WIDE_RPS:,} rows/s (1M x 20 columns)"))
+    if "narrow_load" in by:
+        t.append(_rate_target(by["narrow_load"], TARGET_AUTO_NARROW_RPS,
+                              f"default engine: narrow load >= {TARGET_AUTO_NARROW_RPS:,} rows/s (4 columns)"))
+    return [{**x, "engine": AUTO} for x in t]
+
+
 def evaluate_targets(res: dict) -> list[dict]:
-    out = evaluate_issue8_targets(res)
+    out = evaluate_issue8_targets(res) + evaluate_auto_targets(res)
     for e in engines_of(res):
-        out += [{**x, "target": f"[{e}] {x['target']}"} for x in evaluate_engine_targets(res, e)]
+        if e != AUTO:
+            out += [{**x, "target": f"[{e}] {x['target']}"} for x in evaluate_engine_targets(res, e)]
     return out
