@@ -10,7 +10,7 @@ from bench_results import GB, engines_of, growth_upserts, is_growth_upsert, outc
 from bench_targets import TARGET_TREE_RSS
 from testkit.bench_keys import DISTRIBUTIONS
 
-ENGINE_COLORS = {"sail": "tab:blue", "spark": "tab:orange"}
+ENGINE_COLORS = {"auto": "tab:green", "sail": "tab:blue", "spark": "tab:orange"}
 
 
 def _mark_failures(ax, e: str, dist: str, x: list[float], g: list[dict], cap) -> None:
