@@ -30,6 +30,7 @@ AUTO = "auto"  # the default engine: its server gets no --engine flag
 _SERVED = re.compile(r", engine (sail|spark) \((.*)\)$")
 # the server's lines about the local Spark engine auto starts and stops (session.py, spark_process.py)
 _JVM_NOTE = re.compile(r"local Apache Spark engine|local Spark engine")
+_JVM_SECONDS = re.compile(r"(?:engine started|was warmed up) in ([0-9.]+)s")
 
 
 def engine_flag(engine: str) -> str | None:
@@ -55,6 +56,8 @@ def served_by(log_text: str) -> dict:
     out: dict = {"served_by": engines, "served_reasons": list(dict.fromkeys(reasons))}
     if notes:
         out["jvm_notes"] = notes
+        # the JVM's start and warm-up during the step (a part of the step's time when a request waited for it)
+        out["jvm_start_s"] = round(sum(float(x) for n in notes for x in _JVM_SECONDS.findall(n)), 1)
     return out
 
 
@@ -73,7 +76,7 @@ def _read_from(path: Path, offset: int) -> str:
     except OSError:
         return ""
 # the figures a step prints as it ends
-_PRINTED = ("server_s", "server_outcome", "served_by", "baseline_s", "ratio", "rows_per_s", "server_peak_rss",
+_PRINTED = ("server_s", "server_outcome", "served_by", "jvm_start_s", "baseline_s", "ratio", "rows_per_s", "server_peak_rss",
             "server_peak_by_process", "baseline_peak_rss", "server_cpu_s", "rows_server", "rows_baseline", "equal")
 
 
