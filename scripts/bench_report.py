@@ -327,6 +327,7 @@ HOW_TO_RUN = [
     ".venv/bin/python scripts/bench.py --scale 0.01   # quick check (reports to bench-data/report/)",
     ".venv/bin/python scripts/bench.py --only upsert  # one workload (+ what it needs first)",
     ".venv/bin/python scripts/bench.py --engines spark --only growth   # one engine",
+    ".venv/bin/python scripts/bench.py --engines auto --storage local  # the default engine alone (no --engine flag)",
     "DELTA_DESTINATION_SPARK_DRIVER_MEMORY=3g .venv/bin/python scripts/bench.py --engines spark",
     ".venv/bin/python scripts/bench.py --skip-growth --no-profile",
     ".venv/bin/python scripts/bench.py --storage s3   # only the object-storage run (local vs S3), into this page",
