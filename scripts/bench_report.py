@@ -153,6 +153,8 @@ def _growth_glance(res: dict) -> list[str]:
     if auto:
         lines += ["Which engine the default engine (auto) ran each growth upsert on: "
                   + ", ".join(f"{millions(table_size(r))} {r.get('distribution', 'uniform')}: {served(r)}"
+                              + (f" (of its {seconds(r.get('server_s'))} s, {r['jvm_start_s']:g} s starting and "
+                                 "warming up the JVM)" if r.get("jvm_start_s") else "")
                               for r in auto) + ".", ""]
     return lines
 
