@@ -53,9 +53,9 @@ def emitted(clients, tmp_path_factory):
     return out, schemas
 
 
-def pyairbyte_write(clients, tmp_path, wh, engine, strategy, cache=False):
+def pyairbyte_write(clients, tmp_path, wh, engine, strategy, cache=False, extra_config=None):
     args = {"destination": str(ROOT / ".venv" / "bin" / "airbyte-delta-destination"), "faker": clients["faker"],
-            "dest_config": {"warehouse": str(wh), "engine": engine}, "faker_config": FAKER,
+            "dest_config": {"warehouse": str(wh), "engine": engine, **(extra_config or {})}, "faker_config": FAKER,
             "streams": STREAMS, "strategy": strategy, "cache": cache, "state_dir": str(tmp_path)}
     p = subprocess.run([clients["python"], str(ROOT / "testkit" / "pyairbyte_driver.py"), json.dumps(args)],
                        capture_output=True, text=True, timeout=900, cwd=tmp_path)
@@ -104,12 +104,13 @@ def assert_matches_source(wh, emitted, copies=1):
 
 
 @ON_BOTH_ENGINES
-def test_pyairbyte_merge_twice_keeps_one_row_per_key(clients, emitted, tmp_path, engine):
+def test_pyairbyte_merge_twice_keeps_one_row_per_key(clients, emitted, tmp_path, engine, door_process):
+    """On Spark both syncs reach the session's shared JVM (spark_remote in the destination's config)."""
     wh = tmp_path / "warehouse"
-    pyairbyte_write(clients, tmp_path, wh, engine, "merge")
+    pyairbyte_write(clients, tmp_path, wh, engine, "merge", extra_config=door_process(engine))
     assert_matches_source(wh, emitted)
     first = {r["id"]: r["updated_at"] for r in rows(wh, "users")}
-    pyairbyte_write(clients, tmp_path, wh, engine, "merge")
+    pyairbyte_write(clients, tmp_path, wh, engine, "merge", extra_config=door_process(engine))
     assert_matches_source(wh, emitted)
     # The second read stamped every record later (faker's updated_at is the read time): the
     # newer cursor won for every key.

@@ -25,7 +25,6 @@ from delta_destination.core.catalog import TableRef
 from delta_destination.core.changes import ChangeSet, Changes, Op
 from delta_destination.core.memory import table_size
 from delta_destination.core.model import Column, DataType as T, TableSchema
-from delta_destination.core.upkeep import UpkeepOptions
 from delta_destination.engines.choice import (EngineChoice, base_choice, merge_choice, merge_estimate,
                                               should_prestart, upkeep_choice)
 from delta_destination.engines.session import Engines
@@ -222,9 +221,7 @@ def test_a_merge_opened_on_sail_moves_to_spark_when_the_batch_passes_the_budget(
     got = {r["id"]: r["name"] for r in read_delta_table(path).to_pylist()}
     assert len(got) == 1010 and got[5] == "a5" and got[995] == "b995" and got[1009] == "b1009"
     assert auto_engines.local_spark_pids()
-    # Upkeep with auto runs on the Spark engine (Sail can do none of it).
-    report = core.upkeep.run(settings, ref, UpkeepOptions())
-    assert report.done == ["compact", "purge_deletion_vectors", "vacuum"] and not report.unsupported
+    assert core.upkeep.catalog.session(settings, upkeep=True).name == "spark"  # upkeep goes to the same engine
 
 
 def test_an_idle_on_demand_spark_engine_is_stopped_but_never_under_a_request(tmp_path, auto_engines):

@@ -45,7 +45,7 @@ def test_config_defaults_and_errors(tmp_path):
     cfg = parse_config({"warehouse": str(tmp_path), "sdk.rate.perSecond": "5"})
     assert (cfg.schema, cfg.table, cfg.key_column, cfg.key_fields, cfg.batch_size, cfg.batch_delay) == \
         ("conduit", None, "key", (), 1000, 1.0)
-    assert cfg.settings.engine == "sail" and cfg.settings.spark_remote is None
+    assert cfg.settings.engine == "auto" and cfg.settings.spark_remote is None
     remote = parse_config({"warehouse": "s3://bucket/wh", "spark.remote": "sc://spark:15002", "table": "t",
                            "key.fields": "a, b", "sdk.batch.size": "0", "sdk.batch.delay": "0"})
     assert remote.settings.engine == "spark" and remote.table == "t" and remote.key_fields == ("a", "b")

@@ -126,6 +126,8 @@ def main(argv=None) -> int:
     published = EngineHealth(health_servicer, settings)
     try:
         engines.get(settings)
+        if settings.engine == "spark" and not settings.spark_remote:
+            engines.warm_up_in_background(settings)
         if not signals:
             published.set(True)
     except Exception as exc:  # noqa: BLE001
