@@ -92,6 +92,10 @@ run: install
 # or door process of its own, the crash harness, the Airflow venv, S3, a cluster); `slow` is set by hand.
 # Each tier prints its 30 slowest tests.
 PYTEST := $(BIN)/python -m pytest -q --durations=30
+# The full tier's pytest workers (pytest-xdist; each module stays on one worker, each worker has its
+# own shared servers and Spark JVM): its tests wait on processes and JVMs about half the time, so two
+# workers keep two cores busy.
+TEST_WORKERS ?= 2
 
 # The fast tier, the edit-test loop (at most 8 minutes on a 2-core machine): every engine-free test, the
 # package's doctests, the tester inputs and the other cheap acceptance tests through one shared server on
@@ -102,7 +106,7 @@ test: install
 # The full matrix CI runs: the fast tier plus both engines (one shared Spark JVM), cross-engine, the
 # hostile corpus, crash tests, door processes, object storage and cluster tests.
 test-all: install airflow-venv
-	$(PYTEST) -m 'not slow'
+	$(PYTEST) -m 'not slow' -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: install airbyte-clients airflow-venv
 	$(PYTEST) -m slow

@@ -167,7 +167,7 @@ def test_default_engine_moves_a_table_past_the_budget_to_spark_and_both_engines_
     assert engines[4] == "engine sail (engine sail is configured)" and engines[5].startswith("engine spark"), engines
     got = {r["id"]: r["v"] for r in read_delta_table(path).to_pylist()}
     assert len(got) == 80151 and (got[0], got[4], got[5], got[14], got[15], got[99999]) == \
-        ("e0", "c4", "d5", "d14", "b15", "e99999")
+        ("e0", "c4", "d5", "d14", "a15", "e99999")
 
     os.kill(srv.proc.pid, signal.SIGKILL)
     srv.proc.wait(10)

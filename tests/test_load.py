@@ -7,6 +7,7 @@ import datetime as dt
 import os
 import random
 import socket
+import signal
 import subprocess
 import sys
 import threading
@@ -188,6 +189,13 @@ def test_remote_engine_restart_is_retried_and_outage_reported(tmp_path, dedicate
         _wait_port(port)
         w.step(2)  # the destination reconnects; the catalog entry is re-registered
         assert _state(f"{srv.warehouse}/s/r") == w.expected
+        # The engine dies for good, then the destination is stopped: it stops promptly (PySpark's
+        # session release retried the dead engine for many minutes; it hung a destination 19 min).
+        engine.kill()
+        engine.wait()
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(60) == 0
+        assert "destination stopped" in srv.log_text()
     finally:
         srv.stop()
         engine.kill()

@@ -195,7 +195,7 @@ def test_make_run_on_s3_serves_and_passes_the_tester_client(tmp_path, s3_server,
             t = server.stub.Test(common_pb2.TestRequest(name=name, configuration={}), timeout=300)
             assert t.WhichOneof("response") == "success", t.failure
         log = server.log_text()
-        assert f"destination ready: warehouse {warehouse}, engine Sail (embedded)" in log, log[-3000:]
+        assert f"destination ready: warehouse {warehouse}, engine auto (embedded Sail" in log, log[-3000:]
     finally:
         server.stop()
     assert s3_server.secret_access_key not in (tmp_path / "server.log").read_text()
