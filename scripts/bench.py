@@ -3,6 +3,7 @@
     .venv/bin/python scripts/bench.py                 # everything, every engine (make bench); writes docs/benchmarks.md
     .venv/bin/python scripts/bench.py --scale 0.01    # every row count x0.01: a quick check
     .venv/bin/python scripts/bench.py --only upsert   # one workload (and what it needs first)
+    .venv/bin/python scripts/bench.py --only upsert,narrow_load,growth   # several
     .venv/bin/python scripts/bench.py --skip-growth   # without the 1M/3M/10M growth runs
     .venv/bin/python scripts/bench.py --engines auto  # one engine (default: auto,sail,spark side by side)
     .venv/bin/python scripts/bench.py --storage s3    # only the object-storage run, into the existing report
@@ -62,7 +63,8 @@ ENGINE_CHOICES = ("auto", "sail", "spark")  # auto: the default (its server has 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every row count (e.g. 0.01 for a quick check)")
-    ap.add_argument("--only", choices=WORKLOADS, help="run one workload (and the ones it needs first)")
+    ap.add_argument("--only", default=None, metavar="W[,W...]",
+                    help=f"run these workloads (and the ones they need first); one or more of {', '.join(WORKLOADS)}")
     ap.add_argument("--skip-growth", action="store_true", help="skip the 1M/3M/10M growth runs")
     ap.add_argument("--engines", default=",".join(ENGINE_CHOICES),
                     help="comma-separated engines to measure side by side (auto = the default engine, started "
@@ -80,6 +82,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--report-only", type=Path, default=None, metavar="JSON",
                     help="re-render the report from a saved bench-results.json (no measurement)")
     args = ap.parse_args(argv)
+    if args.only is not None:
+        args.only = [w.strip() for w in args.only.split(",") if w.strip()]
+        unknown = [w for w in args.only if w not in WORKLOADS]
+        if unknown or not args.only:
+            ap.error(f"--only: a comma-separated list of {', '.join(WORKLOADS)}, got {unknown or args.only}")
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     bad = [e for e in args.engines if e not in ENGINE_CHOICES]
     if bad or not args.engines or len(set(args.engines)) != len(args.engines):

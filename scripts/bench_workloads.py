@@ -28,10 +28,11 @@ CHAINS = {  # a workload needs the ones before it in its chain
 }
 
 
-def selected_chain(only: str | None, skip_growth: bool) -> list[str]:
-    """The workloads to run, in order: `only` and what it needs first (default: all)."""
+def selected_chain(only: str | list[str] | None, skip_growth: bool) -> list[str]:
+    """The workloads to run, in order: `only` (one or several) and what they need first (default: all)."""
     chain: list[str] = []
-    for w in [only] if only else WORKLOADS:
+    wanted = [only] if isinstance(only, str) else only
+    for w in [x for x in WORKLOADS if x in wanted] if wanted else WORKLOADS:
         if w == "growth" and skip_growth:
             continue
         chain += [x for x in CHAINS[w] if x not in chain]
@@ -127,7 +128,7 @@ class Plan:
     files: dict[str, list[bd.FileSpec]]
 
 
-def plan(gen: bd.Generator, only: str | None, skip_growth: bool) -> Plan:
+def plan(gen: bd.Generator, only: str | list[str] | None, skip_growth: bool) -> Plan:
     """The run's workloads and their files (generating what the cache lacks)."""
     selected, sizes = selected_chain(only, skip_growth), Sizes.at_scale(gen)
     return Plan(selected, sizes, workload_files(gen, selected, sizes))
