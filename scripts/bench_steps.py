@@ -136,7 +136,18 @@ class Bench:
             self.engine = e
             self._finish_row(r, baseline, rows, in_bytes, table)
             (self.setup if setup else self.results).append(r)
+        self._save_progress()
         return out
+
+    def _save_progress(self) -> None:
+        """The steps so far, beside the run's folder (bench-data/partial-results.json, overwritten by each
+        run): what an interrupted run measured."""
+        try:
+            (self.tmp.parent / "partial-results.json").write_text(json.dumps(
+                {"engines": self.engines, "scale": self.args.scale, "results": self.results, "setup": self.setup,
+                 "failures": self.failures, "events": self.events}, indent=1, default=str) + "\n")
+        except OSError:
+            pass
 
     def _finish_row(self, r: dict, baseline: dict, rows: int, in_bytes: int, table: Optional[str]) -> None:
         r.update(baseline)
