@@ -157,8 +157,9 @@ BATCH = 1000
 BUFFER_ALLOWANCE = 64 * 1024 * 1024     # what the connector may hold beyond the engine: buffer, gRPC, decoding
 
 
-# A load run of about three minutes: the full tier's (`make test-all`), not the edit-test loop's.
-@pytest.mark.full
+# A load run of about three minutes: `make test-slow` (with the other load runs; docs/conduit.md has
+# its figures), not the full tier's or the edit-test loop's.
+@pytest.mark.slow
 def test_backlog_of_200k_records_keeps_memory_bounded(tmp_path):
     """A 200,000-record backlog offered as fast as gRPC takes it: the connector reads no further
     than its buffer allows (flow control holds the sender), every record is acked in order and
