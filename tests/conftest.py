@@ -3,7 +3,8 @@
 Tiers (the Makefile picks them with -m):
 - fast (`make test`): everything that needs no engine, the package's doctests, and the tests that
   reach an engine only through the session's shared server on embedded Sail (`server`, `stub`,
-  `engine_server` with engine "sail"), plus the tests marked `smoke` (one real local Spark JVM).
+  `engine_server` with engine "sail"), plus the tests marked `smoke` (each with a real local Spark JVM:
+  the Spark smoke test, and engine auto moving a table past a small budget to Spark).
 - full (`make test-all`, marker `full`, set here): the fast tier plus every test whose fixtures
   include the Spark engine (an `engine` parameter "spark"), a process of its own (a dedicated
   server, the crash harness, an Airbyte or Conduit door process) or a service (the Airflow venv,
@@ -63,7 +64,7 @@ def tier_reasons(item) -> list[str]:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{FULL}: in the full tier only (`make test-all`); set from the fixtures a test uses")
-    config.addinivalue_line("markers", "smoke: in the fast tier whatever it uses (the one real local Spark run of `make test`)")
+    config.addinivalue_line("markers", "smoke: in the fast tier whatever it uses (the real local Spark runs of `make test`)")
 
 
 # On Spark with the warehouse on S3, the full tier runs one public tester input (input.json, live: creates,

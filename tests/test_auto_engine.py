@@ -130,6 +130,7 @@ def served(log_path, table_name: str) -> list[str]:
     return out
 
 
+@pytest.mark.smoke  # `make test` runs it: the default engine's promise that no table is refused
 def test_default_engine_moves_a_table_past_the_budget_to_spark_and_both_engines_keep_writing_it(
         tmp_path, dedicated_server):
     """Budget 0.52 GB: Sail's MERGE estimate (0.5 GB + 17x the table's Parquet) passes it once the
