@@ -169,7 +169,7 @@ def _auto_rss_target(res: dict, steps: list[dict]) -> dict:
     mx = top.get("server_peak_rss") or 0
     every = [r for r in res["results"] + res["setup"] if engine_of(r) == AUTO]
     top_all = max(every, key=lambda r: r.get("server_peak_rss") or 0)
-    detail = (f"growth series max {gb(mx)} (in {top['workload']}"
+    detail = (f"growth series max {mx / GB:.3f} GB (in {top['workload']}"  # 3 decimals: it is near the line
               + (f": {top['server_peak_parts']}" if top.get("server_peak_parts") else "") + ")")
     if top_all is not top:
         detail += f"; over every workload max {gb(top_all.get('server_peak_rss'))} (in {top_all['workload']})"
