@@ -52,8 +52,8 @@ class Engines:
     engine and storage configuration.
 
     With engine `auto` (engines/choice.py) a local Spark engine is started when a request needs
-    it, outside the lock (requests on Sail never wait for a JVM), warmed up before it serves,
-    and stopped after `idle_minutes` without work (0: kept).
+    it, outside the lock (requests on Sail never wait for a JVM), warmed up in the background
+    when it was started ahead, and stopped after `idle_minutes` without work (0: kept).
 
     Hadoop keeps one S3 client per bucket per JVM, made with the credentials of whichever
     session reached the bucket first, and reuses it for every later session silently. So a
@@ -114,10 +114,9 @@ class Engines:
             child = self._sail_processes[identity] = SailServerProcess(settings.storage)
         return child.url
 
-    def _spark_url(self, settings: Settings, on_demand: bool, warm: bool = False) -> str:
+    def _spark_url(self, settings: Settings, on_demand: bool) -> str:
         """The local Spark engine for the settings' metastore, started (once, by one thread, outside
-        the lock) when there is none or it died; `warm`: warmed up before it is handed out (only
-        where nobody waits for it: warming costs more than it saves inside a request)."""
+        the lock) when there is none or it died."""
         from .spark_process import LocalSparkServer, SparkProcessOptions
 
         catalog = settings.catalog_uri or None
@@ -145,8 +144,6 @@ class Engines:
                     raise EngineUnavailable("the local Spark engine did not start (see the log line of its start)")
         try:
             engine = LocalSparkServer(SparkProcessOptions(catalog_uri=catalog))
-            if warm:
-                warm_up_quietly(engine)
             with self._lock:
                 if self._stopped:
                     engine.stop()
@@ -194,8 +191,11 @@ class Engines:
 
         def start():
             try:
-                self._spark_url(spark, on_demand=True, warm=True)
+                self._spark_url(spark, on_demand=True)
                 log.info("the local Apache Spark engine was started ahead: a table nears Sail's memory budget")
+                # Warmed up after it is handed out: a request that needs it meanwhile does not wait for
+                # the warm-up (the benchmark's first Spark request waited 59 s for it).
+                self.warm_up_in_background(spark)
             except Exception as exc:  # noqa: BLE001 - the request that needs it will start it and report
                 log.warning(f"starting the local Spark engine ahead failed ({type(exc).__name__})")
 
@@ -203,7 +203,8 @@ class Engines:
 
     def warm_up_in_background(self, settings: Settings) -> None:
         """Warm up the running local Spark engine of these settings while the destination serves
-        (at start-up: the first request then finds Delta's classes loaded and compiled)."""
+        (after start-up, or after it was started ahead: a request then finds Delta's classes loaded
+        and compiled, and one that comes sooner runs beside the warm-up instead of waiting)."""
         with self._lock:
             engine = self._local_spark.get(settings.catalog_uri or None)
         if engine is not None:
