@@ -225,6 +225,26 @@ def test_a_merge_opened_on_sail_moves_to_spark_when_the_batch_passes_the_budget(
     assert core.upkeep.catalog.session(settings, upkeep=True).name == "spark"  # upkeep goes to the same engine
 
 
+def test_a_column_spark_adds_under_auto_is_written_by_sail_afterwards(tmp_path, auto_engines):
+    """A table too big for Sail (a budget under Sail's base estimate) is altered on Spark by auto; the
+    next write, which Sail serves (a large budget), carries the new column into the same table."""
+    core = DeltaCore(auto_engines, door="test")
+    settings = Settings.create(str(tmp_path / "wh"), memory_budget_gb=64)
+    core.tables.create(settings, "s", ITEMS)
+    core.writer.write(settings, "s", "items", lambda t: upserts([1, 2, 3], "a"))   # Sail registers the table
+    tight = Settings.create(settings.warehouse, memory_budget_gb=0.4)             # under Sail's 0.5 GB base
+    wider = TableSchema("items", ITEMS.columns + (Column("note", T.STRING),))
+    core.tables.alter(tight, "s", wider, drop_columns=False)                       # on Spark
+    import pyarrow as pa
+
+    cs = ChangeSet()
+    cs.add(Changes(Op.UPSERT, pa.table({"id": pa.array([2, 4], pa.int64()), "name": ["b2", "b4"],
+                                        "note": ["n2", "n4"]}), source="test"))
+    core.writer.write(settings, "s", "items", lambda t: cs)                         # on Sail again
+    got = {r["id"]: (r["name"], r["note"]) for r in read_delta_table(core.location(settings, "s", "items")).to_pylist()}
+    assert got == {1: ("a1", None), 2: ("b2", "n2"), 3: ("a3", None), 4: ("b4", "n4")}
+
+
 def test_an_idle_on_demand_spark_engine_is_stopped_but_never_under_a_request(tmp_path, auto_engines):
     if not auto_engines.local_spark_pids():  # alone: start it as auto would
         auto_engines.get(Settings.create(str(tmp_path / "wh"), engine="spark"), on_demand=True)

@@ -144,6 +144,19 @@ class Catalog:
                 finally:
                     if t.eng is not eng:  # moved to Spark on the way (move_to_spark holds its session)
                         t.eng.release()
+                    if t.choice.auto and t.eng.name == "spark":
+                        self._refresh_sail_entries(ref)
+
+    def _refresh_sail_entries(self, ref: TableRef) -> None:
+        """After auto ran an operation on Spark: Sail's sessions drop their catalog entry of the table,
+        as after Sail's own schema changes (dialect.SailDialect: the entry keeps the schema seen when it
+        was registered, and MERGE casts to it). The next Sail statement registers it again. Defensive: in
+        tests/test_auto_engine.py Sail 0.7.2 also wrote a column Spark had added without it."""
+        for sail in self.engines.sessions_of("sail"):
+            try:
+                sail.schema_changed(ref.location)
+            except Exception as exc:  # noqa: BLE001 - an engine that does not answer has no entry to keep
+                log.warning(f"{ref.display}: could not refresh Sail's entry of the table ({type(exc).__name__})")
 
     def _choose_for(self, settings: Settings, ref: TableRef) -> tuple[EngineChoice, Optional[int]]:
         """With auto: Sail, unless the table is already too big for a MERGE on Sail; a table

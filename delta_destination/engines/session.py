@@ -180,6 +180,11 @@ class Engines:
         with self._lock:
             return self._sessions.setdefault(key, session)
 
+    def sessions_of(self, engine: str) -> list[EngineSession]:
+        """The open sessions of one engine kind (nothing is started)."""
+        with self._lock:
+            return [s for key, s in self._sessions.items() if key[0] == engine]
+
     def prestart_spark(self, settings: Settings) -> None:
         """Start (and warm up) the local Spark engine in the background, for a request that will
         soon need it; nothing happens when it runs or is starting."""
