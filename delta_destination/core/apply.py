@@ -187,7 +187,7 @@ class Writer:
             t.outcome.inserted, t.outcome.updated, t.outcome.deleted = counts["upserts"], counts["updates"], counts["deletes"]
         took = time.monotonic() - start
         log.info(f"{what} {t.display}: {counts['upserts']} upserts, {counts['updates']} updates, "
-                 f"{counts['deletes']} deletes in one commit, {took:.2f}s, {served_by(t)}")
+                 f"{counts['deletes']} deletes in one commit, {took:.2f}s, {t.served_by}")
         return CommitResult(t.display, t.ref.location, **counts, committed=True, seconds=took)
 
     def _append(self, t: OpenTable, source: pa.Table, guard: Optional[CommitGuard]) -> None:
@@ -217,11 +217,6 @@ class Writer:
         with t.eng.shipped(source, t.warehouse) as view:
             sql = merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by)
             commit(t, f"merge into {t.display}", sql, guard)
-
-
-def served_by(t: OpenTable) -> str:
-    """The engine that served a write and why, for its log line."""
-    return f"engine {t.eng.name} ({t.choice.reason})"
 
 
 def commit(t: OpenTable, action: str, sql: str, guard: Optional[CommitGuard]) -> None:

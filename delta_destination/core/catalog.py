@@ -67,6 +67,11 @@ class OpenTable:
         return self.ref.warehouse
 
     @property
+    def served_by(self) -> str:
+        """The engine that serves the operation and why, for its log line."""
+        return f"engine {self.eng.name} ({self.choice.reason})"
+
+    @property
     def sql_name(self) -> str:
         """The table's name in the engine's SQL."""
         return self.eng.table_name(self.ref.location)

@@ -132,7 +132,7 @@ class Tables:
                 t.outcome.committed, t.outcome.lifecycle = True, "ALTER"
             t.outcome.columns = target.columns
             summary = f"added {len(added)}, changed type of {len(changed)}, dropped {len(dropped)} columns"
-            log.info(f"AlterTable {ref.display}: {summary}")
+            log.info(f"AlterTable {ref.display}: {summary}, {t.served_by}")
             return summary
 
     @staticmethod
@@ -274,5 +274,6 @@ class Tables:
             sql = truncate_sql(t.sql_name, synced_column, utc_ms_literal(before), soft_deleted_column)
             t.eng.execute(f"truncate {t.display}", sql)
             t.outcome.committed, t.outcome.lifecycle = True, "TRUNCATE"
-            log.info(f"Truncate {t.display}: {'soft' if soft_deleted_column is not None else 'hard'} truncate done")
+            log.info(f"Truncate {t.display}: {'soft' if soft_deleted_column is not None else 'hard'} truncate done, "
+                     f"{t.served_by}")
             return True

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from .. import logs
 from ..errors import SchemaMismatch
 from ..settings import Settings
-from .apply import CommitGuard, check_keys, commit, guard_merge, positional_arrays, served_by
+from .apply import CommitGuard, check_keys, commit, guard_merge, positional_arrays
 from .catalog import Catalog, OpenTable
 from .changes import ChangeSet, Changes, CommitResult, Op
 from .model import ACTIVE, END, START, TableSchema
@@ -105,7 +105,7 @@ class HistoryWriter:
         took = time.monotonic() - start_time
         log.info(
             f"{what} {t.display}: {counts['earliest']} earliest-start, {counts['update']} update, "
-            f"{counts['replace']} replace, {counts['delete']} delete rows in one commit, {took:.2f}s, {served_by(t)}"
+            f"{counts['replace']} replace, {counts['delete']} delete rows in one commit, {took:.2f}s, {t.served_by}"
         )
         return CommitResult(t.display, t.ref.location, **result, committed=bool(source.num_rows), seconds=took)
 
