@@ -57,18 +57,23 @@ def _rss_growth_target(g: list[dict], dist: str) -> dict:
                    f"{RSS_GROWTH_TOLERANCE}x at smallest)", not failed and last <= first * RSS_GROWTH_TOLERANCE, detail)
 
 
+def _load_rate_targets(by: dict, narrow_rps: int, prefix: str = "", wide_shape: str = "20 columns") -> list[dict]:
+    """The initial-load and narrow-load rate targets of the workloads measured (`by`: workload -> row)."""
+    t = []
+    if "initial_load" in by:
+        t.append(_rate_target(by["initial_load"], TARGET_WIDE_RPS,
+                              f"{prefix}initial load >= {TARGET_WIDE_RPS:,} rows/s ({wide_shape})"))
+    if "narrow_load" in by:
+        t.append(_rate_target(by["narrow_load"], narrow_rps, f"{prefix}narrow load >= {narrow_rps:,} rows/s (4 columns)"))
+    return t
+
+
 def evaluate_engine_targets(res: dict, engine: str) -> list[dict]:
     """Issue 4's targets, for one engine's rows."""
     results = [r for r in res["results"] if engine_of(r) == engine]
     setup = [r for r in res["setup"] if engine_of(r) == engine and not r.get("direct")]
     by = {r["workload"]: r for r in results}
-    t = [_ratio_target(results)]
-    if "initial_load" in by:
-        t.append(_rate_target(by["initial_load"], TARGET_WIDE_RPS,
-                              f"initial load >= {TARGET_WIDE_RPS:,} rows/s (20 columns)"))
-    if "narrow_load" in by:
-        t.append(_rate_target(by["narrow_load"], TARGET_NARROW_RPS,
-                              f"narrow load >= {TARGET_NARROW_RPS:,} rows/s (4 columns)"))
+    t = [_ratio_target(results), *_load_rate_targets(by, TARGET_NARROW_RPS)]
     peaks = [r.get("server_peak_rss") or 0 for r in results + setup]
     if peaks:
         t.append(_target("server peak RSS <= 2 GB (every workload and setup step)", max(peaks) <= TARGET_RSS,
@@ -204,12 +209,7 @@ def evaluate_auto_targets(res: dict) -> list[dict]:
     if results:
         t.append({**_ratio_target(results), "target": f"default engine: every workload within {TARGET_RATIO}x of the "
                                                       "bare delta-rs baseline"})
-    if "initial_load" in by:
-        t.append(_rate_target(by["initial_load"], TARGET_WIDE_RPS,
-                              f"default engine: initial load >= {TARGET_WIDE_RPS:,} rows/s (1M x 20 columns)"))
-    if "narrow_load" in by:
-        t.append(_rate_target(by["narrow_load"], TARGET_AUTO_NARROW_RPS,
-                              f"default engine: narrow load >= {TARGET_AUTO_NARROW_RPS:,} rows/s (4 columns)"))
+    t += _load_rate_targets(by, TARGET_AUTO_NARROW_RPS, prefix="default engine: ", wide_shape="1M x 20 columns")
     return [{**x, "engine": AUTO} for x in t]
 
 

@@ -115,3 +115,16 @@ class RunningServer:
         self._log.close()
 
 
+def spark_jvms_below(root_pid: int) -> list:
+    """The Spark Connect JVMs below a process (psutil.Process objects; e.g. make -> destination ->
+    spark-submit's java, or a destination's on-demand engine)."""
+    import psutil
+
+    out = []
+    for p in psutil.Process(root_pid).children(recursive=True):
+        try:
+            if "SparkConnectServer" in " ".join(p.cmdline()):
+                out.append(p)
+        except psutil.Error:  # a launcher shell that already exited (zombie or gone)
+            continue
+    return out

@@ -19,7 +19,9 @@ import pytest
 
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, table
+from testkit.cluster import pid_alive
 from testkit.delta_read import delta_version, read_delta_table
+from testkit.server_process import spark_jvms_below
 from delta_destination.core.api import DeltaCore
 from delta_destination.core.catalog import TableRef
 from delta_destination.core.changes import ChangeSet, Changes, Op
@@ -89,30 +91,8 @@ def rows(ids, v):
 
 
 def spark_children(pid: int) -> list[int]:
-    """PIDs of Spark Connect JVMs whose parent is `pid`."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if ppid == pid and b"SparkConnectServer" in cmd:
-            out.append(int(entry))
-    return out
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    """PIDs of the Spark Connect JVMs the server at `pid` started."""
+    return [p.pid for p in spark_jvms_below(pid)]
 
 
 def served(log_path, table_name: str) -> list[str]:
@@ -173,9 +153,9 @@ def test_default_engine_moves_a_table_past_the_budget_to_spark_and_both_engines_
     os.kill(srv.proc.pid, signal.SIGKILL)
     srv.proc.wait(10)
     deadline = time.monotonic() + 30
-    while alive(jvms[0]) and time.monotonic() < deadline:
+    while pid_alive(jvms[0]) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not alive(jvms[0]), "the on-demand Spark JVM outlived the destination"
+    assert not pid_alive(jvms[0]), "the on-demand Spark JVM outlived the destination"
     assert read_delta_table(path).num_rows == 80151
 
 
@@ -253,8 +233,8 @@ def test_an_idle_on_demand_spark_engine_is_stopped_but_never_under_a_request(tmp
     auto_engines.idle_seconds = 0.01
     session.hold()                      # a request is running on it
     time.sleep(0.05)
-    assert auto_engines.stop_idle() == [] and alive(pid)
+    assert auto_engines.stop_idle() == [] and pid_alive(pid)
     session.release()
     time.sleep(0.05)
     assert auto_engines.stop_idle() == [pid]
-    assert not alive(pid) and auto_engines.local_spark_pids() == []
+    assert not pid_alive(pid) and auto_engines.local_spark_pids() == []

@@ -15,19 +15,7 @@ import time
 import psutil
 import pytest
 
-from testkit.server_process import ROOT, TESTER_INPUTS
-
-
-def _spark_jvms(root_pid: int) -> list[psutil.Process]:
-    """The Spark Connect JVMs below `make` (make -> destination -> spark-submit's java)."""
-    out = []
-    for p in psutil.Process(root_pid).children(recursive=True):
-        try:
-            if "SparkConnectServer" in " ".join(p.cmdline()):
-                out.append(p)
-        except psutil.Error:  # a launcher shell that already exited (zombie or gone)
-            continue
-    return out
+from testkit.server_process import ROOT, TESTER_INPUTS, spark_jvms_below
 
 
 @pytest.mark.parametrize("engine", ["auto", "spark"])
@@ -40,7 +28,7 @@ def test_make_run_serves_and_passes_the_tester_client(tmp_path, engine, dedicate
                                                      f"WAREHOUSE={warehouse}", *make_vars])
     jvms = []
     try:
-        jvms = _spark_jvms(server.proc.pid)
+        jvms = spark_jvms_below(server.proc.pid)
         assert len(jvms) == (1 if engine == "spark" else 0)
         client = subprocess.run(
             [sys.executable, "scripts/tester_client.py", "--port", str(server.port), "--warehouse", str(warehouse),
@@ -48,7 +36,7 @@ def test_make_run_serves_and_passes_the_tester_client(tmp_path, engine, dedicate
             cwd=ROOT, capture_output=True, text=True, timeout=1200)
         assert client.returncode == 0, client.stdout[-4000:] + client.stderr[-2000:]
         assert "RESULT: OK" in client.stdout
-        assert len(_spark_jvms(server.proc.pid)) == (1 if engine == "spark" else 0)
+        assert len(spark_jvms_below(server.proc.pid)) == (1 if engine == "spark" else 0)
         log = server.log_text()
         label = "engine Apache Spark (local)" if engine == "spark" else "engine auto (embedded Sail; local Apache Spark"
         assert f"destination ready: warehouse {warehouse}, {label}" in log, log[:3000] + " ... " + log[-1500:]

@@ -128,7 +128,7 @@ def guard_merge(catalog: Catalog, t: OpenTable, source: pa.Table) -> bool:
     moved, the caller ships the source again); otherwise refuse it (MemoryBudgetExceeded)."""
     if t.eng.dialect.merge_memory_estimate(0, 0) is None:
         return False
-    size = table_size(t.ref)
+    size = t.size or table_size(t.ref)  # measured at opening when auto chose the engine (same lock)
     if size is None:
         return False
     budget = t.settings.memory_budget_bytes

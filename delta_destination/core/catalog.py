@@ -25,7 +25,7 @@ from ..warehouse import Warehouse, name_of_component
 from .. import logs
 from . import metadata
 from .events import Events, TableOutcome
-from .memory import table_size
+from .memory import TableSize, table_size
 from .metastore import Metastore
 from .model import TableSchema
 from .types import column_from_spark, same_storage
@@ -56,7 +56,7 @@ class OpenTable:
     outcome: TableOutcome
     table: Optional[TableSchema]
     choice: EngineChoice        # which engine serves it and why (engines/choice.py)
-    target_bytes: Optional[int] = None  # the table's live Parquet when it was opened (None: not measured)
+    size: Optional[TableSize] = None  # the table's live files when auto measured it at opening (None: not measured)
 
     @property
     def display(self) -> str:
@@ -136,14 +136,14 @@ class Catalog:
         event when `operation` is named, and the current schema (TableNotFound when `require`)."""
         ref = self.locate(settings, schema, table)
         with self.locked(ref, *also):
-            choice, target_bytes = self._choose_for(settings, ref)
+            choice, size = self._choose_for(settings, ref)
             settings = choice.settings(settings)
             eng = self.engines.get(settings, on_demand=choice.auto)
             with eng.in_use(), self._operation(operation, ref) as outcome:
                 current = self.require(eng, ref) if require else self.describe(eng, ref)
                 if current is not None:
                     outcome.columns = current.columns
-                t = OpenTable(settings, ref, eng, outcome, current, choice, target_bytes)
+                t = OpenTable(settings, ref, eng, outcome, current, choice, size)
                 try:
                     yield t
                 finally:
@@ -163,9 +163,10 @@ class Catalog:
             except Exception as exc:  # noqa: BLE001 - an engine that does not answer has no entry to keep
                 log.warning(f"{ref.display}: could not refresh Sail's entry of the table ({type(exc).__name__})")
 
-    def _choose_for(self, settings: Settings, ref: TableRef) -> tuple[EngineChoice, Optional[int]]:
+    def _choose_for(self, settings: Settings, ref: TableRef) -> tuple[EngineChoice, Optional[TableSize]]:
         """With auto: Sail, unless the table is already too big for a MERGE on Sail; a table
-        nearing that size has the Spark engine started ahead."""
+        nearing that size has the Spark engine started ahead. The size measured is kept for the
+        memory guard of the same request (the Delta log is read once)."""
         base = self.choose(settings)
         if not (base.auto and base.engine == "sail" and spark_installed()):
             return base, None
@@ -176,7 +177,7 @@ class Catalog:
         choice = merge_choice(base, True, target, 0, budget)
         if choice.engine == "sail" and should_prestart(base, True, target, budget):
             self.engines.prestart_spark(settings)
-        return choice, target
+        return choice, size
 
     @contextmanager
     def _operation(self, operation: Optional[str], ref: TableRef) -> Iterator[TableOutcome]:

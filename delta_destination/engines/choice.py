@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Optional
 
@@ -43,8 +43,6 @@ class EngineChoice:
         """The request's settings with the chosen engine."""
         if settings.engine == self.engine:
             return settings
-        from dataclasses import replace
-
         return replace(settings, engine=self.engine)
 
 

@@ -163,8 +163,7 @@ class Engines:
         here for requests that measured no table (engines/choice.py); `on_demand`: a local
         Spark engine this starts was chosen by auto, and is stopped when idle."""
         if settings.engine == AUTO:
-            choice = base_choice(settings, spark_installed())
-            settings, on_demand = choice.settings(settings), choice.auto
+            settings, on_demand = resolved(settings)
         url = self._url(settings, on_demand)
         dialect = dialect_for(settings.engine)
         storage = dialect.storage_conf(settings.warehouse, settings.storage)
@@ -275,7 +274,7 @@ class Engines:
         health service must see the outage); `get` restarts it. With auto: the engine requests
         go to first (Sail), and a local Spark engine only while it is expected to run."""
         if settings.engine == AUTO:
-            settings = base_choice(settings, spark_installed()).settings(settings)
+            settings, _ = resolved(settings)
         if settings.engine == "spark" and not settings.spark_remote:
             engine = self._local_spark.get(settings.catalog_uri or None)
             if engine is None or not engine.alive():
@@ -312,6 +311,13 @@ class Engines:
                     engine.stop()
                 except Exception:  # noqa: BLE001 - shutting down
                     pass
+
+
+def resolved(settings: Settings) -> tuple[Settings, bool]:
+    """Engine auto for a request that measured no table: the settings with the engine it gets,
+    and whether that engine is started on demand (engines/choice.py)."""
+    choice = base_choice(settings, spark_installed())
+    return choice.settings(settings), choice.auto
 
 
 def release_sessions(sessions: list[EngineSession], timeout: float = 10.0) -> None:
