@@ -13,7 +13,7 @@ import pytest
 import tomllib
 
 from delta_destination.engines import spark_process as sp
-from testkit.server_process import ROOT, RunningServer
+from testkit.server_process import ROOT, RunningServer, spark_jvms_below
 
 
 def test_server_conf_is_loopback_delta_utc_ansi_and_private(tmp_path):
@@ -208,6 +208,11 @@ def test_health_follows_the_engine_and_a_dead_jvm_is_restarted(tmp_path, dedicat
         log = srv.log_text()
         assert "engine Apache Spark (local) does not answer" in log
         assert log.count("destination ready:") == 2, log[-3000:]
+        # And it still stops on SIGTERM: the clients of the killed engine (the warm-up's among
+        # them) once kept the process alive in PySpark's exit hooks after "destination stopped".
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(60) == 0
+        assert "destination stopped" in srv.log_text()
     finally:
         srv.stop()
 
@@ -362,6 +367,24 @@ def test_an_engine_that_keeps_crashing_at_start_up_is_given_up_after_three_attem
     assert f"during start-up (attempt {sp.START_ATTEMPTS} of {sp.START_ATTEMPTS})" in failed.value.message
     assert len(crasher.crashed) == sp.START_ATTEMPTS
     assert not [d for d in (tmp_path / "scratch").iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)]
+
+
+def test_a_cancelled_start_stops_the_jvm_and_removes_its_folder(tmp_path, monkeypatch):
+    """Engines.stop() (a SIGTERM) cancels a start still waiting for the JVM to listen: under
+    load that wait took over a minute, and the destination outlived the supervisor's patience."""
+    import threading
+
+    from delta_destination.errors import EngineUnavailable
+
+    monkeypatch.setenv("DELTA_DESTINATION_SCRATCH", str(tmp_path / "scratch"))
+    cancelled = threading.Event()
+    cancelled.set()  # the JVM is spawned and cannot listen before the first look at the event
+    engines_before = {p.pid for p in spark_jvms_below(os.getpid())}  # e.g. a shared engine of this worker
+    with pytest.raises(EngineUnavailable, match="start was cancelled") as failed:
+        sp.LocalSparkServer(sp.SparkProcessOptions(cores=2), cancelled=cancelled)
+    assert not isinstance(failed.value, sp.EngineStartCrashed)  # not retried
+    assert not [d for d in (tmp_path / "scratch").iterdir() if d.name.startswith(sp.SCRATCH_PREFIX)]
+    assert {p.pid for p in spark_jvms_below(os.getpid())} <= engines_before
 
 
 def test_no_child_process_of_the_project_runs_python_between_fork_and_exec():

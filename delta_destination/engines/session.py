@@ -73,7 +73,9 @@ class Engines:
         self._stopped = False
         self.idle_seconds = idle_minutes * 60.0
         self._reaper: Optional[threading.Thread] = None
-        self._wake = threading.Event()
+        # Set by stop(): wakes the idle reaper and cancels a local Spark start in progress (a
+        # SIGTERM during a start under load must not wait a minute for the JVM to listen).
+        self._stopping = threading.Event()
 
     def _refuse_once_stopped(self) -> None:
         """Called under the lock: a health check or request still running at shutdown must
@@ -143,7 +145,7 @@ class Engines:
                 if catalog not in self._local_spark:
                     raise EngineUnavailable("the local Spark engine did not start (see the log line of its start)")
         try:
-            engine = LocalSparkServer(SparkProcessOptions(catalog_uri=catalog))
+            engine = LocalSparkServer(SparkProcessOptions(catalog_uri=catalog), cancelled=self._stopping)
             with self._lock:
                 if self._stopped:
                     engine.stop()
@@ -236,7 +238,7 @@ class Engines:
 
     def _reap(self) -> None:
         period = max(0.5, min(30.0, self.idle_seconds / 4))
-        while not self._wake.wait(period):
+        while not self._stopping.wait(period):
             self.stop_idle()
 
     def stop_idle(self) -> list[int]:
@@ -295,7 +297,7 @@ class Engines:
             return [e.pid for e in self._local_spark.values() if e.alive() and e.pid]
 
     def stop(self) -> None:
-        self._wake.set()
+        self._stopping.set()
         with self._lock:
             self._stopped = True
             sessions = list(self._sessions.values())

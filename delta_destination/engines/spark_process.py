@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -270,8 +271,12 @@ def make_private_dir(root: Path) -> Path:
 class LocalSparkServer:
     """Starts the JVM, waits until it accepts connections, stops it and cleans up."""
 
-    def __init__(self, options: Optional[SparkProcessOptions] = None):
+    def __init__(self, options: Optional[SparkProcessOptions] = None,
+                 cancelled: Optional[threading.Event] = None):
+        """Returns once the engine listens. `cancelled` (the destination stops) ends a start in
+        progress: the JVM is stopped and its folder removed, and EngineUnavailable is raised."""
         self.options = options or SparkProcessOptions()
+        self._cancelled = cancelled or threading.Event()
         started = time.monotonic()
         deadline = started + self.options.startup_timeout
         root = scratch_root()
@@ -339,7 +344,8 @@ class LocalSparkServer:
                                         + self.startup_failure())
             if accepts_connections(self.port):
                 return
-            time.sleep(0.2)
+            if self._cancelled.wait(0.2):
+                raise EngineUnavailable("the destination is stopping (the local Spark engine's start was cancelled)")
         raise EngineUnavailable(f"the local Spark engine did not listen within {self.options.startup_timeout:.0f}s")
 
     def startup_failure(self) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -122,17 +123,28 @@ def main(argv=None) -> int:
     _bind(server, args.port)
     server.start()
 
-    # Start the engine before declaring ourselves healthy.
+    # Start the engine before declaring ourselves healthy. The start runs beside this thread,
+    # which keeps watching for signals: a SIGTERM while a JVM starts under load stops the
+    # destination at once (Engines.stop cancels the start) instead of after the start.
     published = EngineHealth(health_servicer, settings)
-    try:
-        engines.get(settings)
-        if settings.engine == "spark" and not settings.spark_remote:
-            engines.warm_up_in_background(settings)
-        if not signals:
-            published.set(True)
-    except Exception as exc:  # noqa: BLE001
-        reason = exc.message if isinstance(exc, DestinationError) else type(exc).__name__
-        log.error(f"the engine did not start ({reason}); will keep trying every {HEALTH_INTERVAL:.0f}s")
+
+    def start_engine():
+        try:
+            engines.get(settings)
+            if settings.engine == "spark" and not settings.spark_remote and not signals:
+                engines.warm_up_in_background(settings)
+            if not signals:
+                published.set(True)
+        except Exception as exc:  # noqa: BLE001
+            if signals:
+                return  # stopping: the start was cancelled
+            reason = exc.message if isinstance(exc, DestinationError) else type(exc).__name__
+            log.error(f"the engine did not start ({reason}); will keep trying every {HEALTH_INTERVAL:.0f}s")
+
+    starter = threading.Thread(target=start_engine, name="engine-start", daemon=True)
+    starter.start()
+    while starter.is_alive() and not signals:
+        starter.join(0.2)
 
     stop = threading.Event()
 
@@ -157,9 +169,22 @@ def main(argv=None) -> int:
         periodic.stop()
     server.stop(GRACE_SECONDS).wait()
     engines.stop()
+    starter.join(30)  # a cancelled start stops its JVM and removes its scratch folder
     lineage_events.close(timeout=5.0)
     log.info("destination stopped")
+    exit_now(0)
     return 0
+
+
+def exit_now(code: int) -> None:
+    """End the process once everything is stopped, skipping interpreter exit hooks: each PySpark
+    Connect client registers one that sends RPCs with minutes of retries, and a client whose engine
+    died (a killed JVM, a warm-up cut short) kept a stopped destination alive (seen in a test run,
+    after "destination stopped"). Our own cleanup ran above; the logs are flushed here."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
