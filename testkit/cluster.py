@@ -60,6 +60,8 @@ from delta_destination.engines.spark_process import (
     spark_home,
 )
 
+from testkit.polling import Poller
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STATE_DIR = ROOT / ".cluster"
 SPARK_JARS = ROOT / ".spark-jars"
@@ -665,6 +667,48 @@ def completed_tasks_by_executor(spark_ui: str, app_id: Optional[str] = None) -> 
 
 
 # ---- processes --------------------------------------------------------------------------------------------
+
+class PeakMemory(Poller):
+    """Samples the summed RSS of the cluster's process trees every half second."""
+
+    def __init__(self, cluster: LocalCluster):
+        super().__init__(0.5)
+        self.cluster = cluster
+        self.peak = 0
+        self.peak_parts: dict[str, int] = {}
+
+    def poll(self):
+        parts = {name: tree_rss(pid) for name, pid in self.cluster.pids().items()}
+        total = sum(parts.values())
+        if total > self.peak:
+            self.peak, self.peak_parts = total, parts
+
+
+SECOND_SESSION = """
+import json, os, sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.remote(os.environ["SPARK_REMOTE"]).getOrCreate()
+out = {"session": spark.session_id}
+out["tables"] = sorted(r.tableName for r in spark.sql(f"SHOW TABLES IN {sys.argv[1]}").collect())
+if len(sys.argv) > 2:
+    rows = spark.sql(f"SELECT count(*) AS n, sum(id) AS s, min(label) AS lo FROM {sys.argv[2]}").collect()[0]
+    out["rows"] = [rows.n, rows.s, rows.lo]
+print(json.dumps(out))
+"""
+
+
+def another_session_sees(spark_remote: str, schema: str, table: Optional[str] = None) -> dict:
+    """What another process, with its own Spark Connect session on the same server, sees by name:
+    the tables of `schema`, and for `table` (with columns id and label) its count, sum(id) and
+    min(label). How a user of the catalog finds what the destination wrote."""
+    env = {**os.environ, "SPARK_REMOTE": spark_remote}
+    args = [schema] + ([table] if table else [])
+    out = subprocess.run([sys.executable, "-c", SECOND_SESSION, *args], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    if out.returncode != 0:
+        raise AssertionError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
 
 def pid_alive(pid: int) -> bool:
     try:

@@ -131,6 +131,30 @@ def engine(request):
 
 
 @pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """A local Spark cluster with S3 and a Hive metastore (testkit/cluster.py), started in this
+    process on first use and stopped at the end (test_cluster_infra's last test stops it itself)."""
+    import json
+    import time
+
+    from testkit.cluster import ClusterOptions, LocalCluster, PeakMemory
+
+    began = time.monotonic()
+    c = LocalCluster(tmp_path_factory.mktemp("cluster") / "state", ClusterOptions())
+    c.start()
+    figures = {"start_s": round(time.monotonic() - began, 1), "parts_ready_s": {k: round(v, 1) for k, v in c.timings.items()},
+               "storage": "s3" if c.s3 is not None else "local"}
+    with PeakMemory(c) as mem:
+        yield c
+    figures["peak_rss_mb"] = round(mem.peak / 2**20)
+    figures["peak_rss_parts_mb"] = {k: round(v / 2**20) for k, v in mem.peak_parts.items()}
+    figures["session_s"] = round(time.monotonic() - began, 1)
+    # The figures the note asks for, in the test log (pytest -s or the junit output show them).
+    print("\ncluster figures: " + json.dumps(figures), flush=True)
+    c.stop()
+
+
+@pytest.fixture(scope="session")
 def shared_spark():
     """One Apache Spark JVM for the session (testkit/engines.py), started on first use."""
     spark = SharedSpark()

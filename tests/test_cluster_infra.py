@@ -13,7 +13,6 @@ stops it at the end; the last test stops it itself to prove nothing is left behi
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -28,60 +27,15 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder
 
 from testkit.cluster import (
-    ClusterOptions,
     LocalCluster,
+    another_session_sees,
     completed_tasks_by_executor,
     processes_mentioning,
     read_env,
-    tree_rss,
 )
 from testkit.polling import Poller
 
 ROOT = Path(__file__).resolve().parents[1]
-SECOND_SESSION = """
-import json, os, sys
-from pyspark.sql import SparkSession
-spark = SparkSession.builder.remote(os.environ["SPARK_REMOTE"]).getOrCreate()
-out = {"session": spark.session_id}
-out["tables"] = sorted(r.tableName for r in spark.sql(f"SHOW TABLES IN {sys.argv[1]}").collect())
-if len(sys.argv) > 2:
-    rows = spark.sql(f"SELECT count(*) AS n, sum(id) AS s, min(label) AS lo FROM {sys.argv[2]}").collect()[0]
-    out["rows"] = [rows.n, rows.s, rows.lo]
-print(json.dumps(out))
-"""
-
-
-class PeakMemory(Poller):
-    """Samples the summed RSS of the cluster's process trees every half second."""
-
-    def __init__(self, cluster: LocalCluster):
-        super().__init__(0.5)
-        self.cluster = cluster
-        self.peak = 0
-        self.peak_parts: dict[str, int] = {}
-
-    def poll(self):
-        parts = {name: tree_rss(pid) for name, pid in self.cluster.pids().items()}
-        total = sum(parts.values())
-        if total > self.peak:
-            self.peak, self.peak_parts = total, parts
-
-
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory):
-    began = time.monotonic()
-    c = LocalCluster(tmp_path_factory.mktemp("cluster") / "state", ClusterOptions())
-    c.start()
-    figures = {"start_s": round(time.monotonic() - began, 1), "parts_ready_s": {k: round(v, 1) for k, v in c.timings.items()},
-               "storage": "s3" if c.s3 is not None else "local"}
-    with PeakMemory(c) as mem:
-        yield c
-    figures["peak_rss_mb"] = round(mem.peak / 2**20)
-    figures["peak_rss_parts_mb"] = {k: round(v / 2**20) for k, v in mem.peak_parts.items()}
-    figures["session_s"] = round(time.monotonic() - began, 1)
-    # The figures the note asks for, in the test log (pytest -s or the junit output show them).
-    print("\ncluster figures: " + json.dumps(figures), flush=True)
-    c.stop()
 
 
 @pytest.fixture(scope="session")
@@ -104,12 +58,7 @@ def delta_rows(cluster: LocalCluster, location: str):
 
 
 def second_session(cluster: LocalCluster, *args: str) -> dict:
-    """Another process, another Spark Connect session, the same server: what it sees by name."""
-    env = {**os.environ, "SPARK_REMOTE": cluster.spark_remote}
-    out = subprocess.run([sys.executable, "-c", SECOND_SESSION, *args], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return another_session_sees(cluster.spark_remote, *args)
 
 
 def listening_addresses(pid: int) -> set[str]:
@@ -574,6 +523,43 @@ def call(method, request):
     except grpc.RpcError as exc:
         return f"{exc.code().name}: {exc.details()}"
     return True if resp.success else f"success=false: {resp}"
+
+
+AIRBYTE_SCHEMA = "cluster_airbyte"
+
+
+def test_an_airbyte_sync_lands_through_the_cluster(cluster, tmp_path):
+    """The Airbyte door with the settings a user of the cluster gives it (the Connect URL, the S3
+    warehouse, the metastore): two real `write` runs over pipes, the second an upsert with a CDC
+    delete; the table is read by delta-rs from the bucket and by name from another session."""
+    from airbyte_helpers import record, run, stream, stream_state, write_json
+
+    assert cluster.s3 is not None, "the cluster tests need its S3 warehouse"
+    env = cluster.env()
+    config = write_json(tmp_path / "config.json", {
+        "warehouse": env["WAREHOUSE"], "engine": "spark", "spark_remote": env["SPARK_REMOTE"],
+        "catalog_uri": env["CATALOG_URI"], "s3_endpoint": env["AWS_ENDPOINT_URL"], "s3_region": env["AWS_REGION"],
+        "s3_access_key_id": env["AWS_ACCESS_KEY_ID"], "s3_secret_access_key": env["AWS_SECRET_ACCESS_KEY"]})
+    props = {"id": {"type": "integer"}, "label": {"type": "string"}, "cur": {"type": "integer"},
+             "_ab_cdc_deleted_at": {"type": ["null", "string"], "format": "date-time"}}
+    catalog = write_json(tmp_path / "catalog.json", {"streams": [
+        stream("orders", props, "append_dedup", pk=["id"], cursor="cur", namespace=AIRBYTE_SCHEMA)]})
+    first = [record("orders", {"id": i, "label": f"a{i:03d}", "cur": 1}, namespace=AIRBYTE_SCHEMA) for i in range(100)]
+    done = run(["write", "--config", config, "--catalog", catalog], [*first, stream_state("orders", {"n": 1})],
+               timeout=600)
+    assert done.rc == 0 and len(done.states) == 1, done.stderr[-3000:]
+    second = [record("orders", {"id": i, "label": f"b{i:03d}", "cur": 2}, namespace=AIRBYTE_SCHEMA)
+              for i in range(90, 110)]
+    second.append(record("orders", {"id": 0, "label": "gone", "cur": 3, "_ab_cdc_deleted_at": "2026-01-01T00:00:00Z"},
+                         namespace=AIRBYTE_SCHEMA))
+    done = run(["write", "--config", config, "--catalog", catalog], [*second, stream_state("orders", {"n": 2})],
+               timeout=600)
+    assert done.rc == 0 and len(done.states) == 1, done.stderr[-3000:]
+    ids = set(range(1, 110))
+    location = f"{env['WAREHOUSE']}/{AIRBYTE_SCHEMA}/orders"
+    assert delta_rows(cluster, location) == {"n": len(ids), "s": sum(ids)}
+    seen = second_session(cluster, AIRBYTE_SCHEMA, f"{AIRBYTE_SCHEMA}.orders")
+    assert "orders" in seen["tables"] and seen["rows"] == [len(ids), sum(ids), "a001"]
 
 
 def test_stop_leaves_no_process(cluster, spark):

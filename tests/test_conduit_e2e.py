@@ -216,11 +216,14 @@ FILE_LINES = 30_000
 FILE_KEYS = 1_000
 
 
-def file_pipeline_yaml() -> str:
+def file_pipeline_yaml(dst_settings: dict | None = None) -> str:
     """builtin:file source (a position per line, so a restarted Conduit resumes after the last
     position it persisted) into the connector; each line is a raw JSON payload whose `id` is
-    the key."""
-    return """version: "2.2"
+    the key. `dst_settings`: the connector's settings (default: the local warehouse and engine)."""
+    dst = dst_settings or {"warehouse": "${DELTA_ROOT}", "engine": "${DELTA_ENGINE}"}
+    dst = {**dst, "table": "events", "key.fields": "id", "sdk.batch.size": "200", "sdk.batch.delay": "100ms"}
+    settings = "".join(f'\n          {k}: "{v}"' for k, v in dst.items())
+    return f"""version: "2.2"
 pipelines:
   - id: file-to-delta
     status: running
@@ -229,17 +232,11 @@ pipelines:
         type: source
         plugin: builtin:file
         settings:
-          path: ${WORK}/input.jsonl
+          path: ${{WORK}}/input.jsonl
       - id: dst
         type: destination
         plugin: standalone:delta-lake@v0.1.0
-        settings:
-          warehouse: "${DELTA_ROOT}"
-          engine: "${DELTA_ENGINE}"
-          table: events
-          key.fields: id
-          sdk.batch.size: "200"
-          sdk.batch.delay: "100ms"
+        settings:{settings}
 """
 
 
@@ -294,3 +291,41 @@ def test_kill9_of_conduit_mid_pipeline_orphan_exits_and_restart_converges(condui
     for bad in ("failed to exit gracefully", "unexpected ack", "nack"):
         assert bad not in log
     assert process_state(connector) == "gone"
+
+
+def test_a_pipeline_lands_through_the_cluster(conduit_bin, cluster, tmp_path):
+    """The Conduit door with the settings a user of the cluster gives it (the Connect URL, the S3
+    warehouse, the metastore): a file of changes to 200 keys lands with every key at its last value,
+    read by delta-rs from the bucket, and the table is registered for another session to find by name."""
+    from testkit.cluster import another_session_sees
+    from testkit.delta_read import read_delta_table
+
+    assert cluster.s3 is not None, "the cluster tests need its S3 warehouse"
+    lines, keys = 1_000, 200
+    with open(tmp_path / "input.jsonl", "w") as f:
+        for i in range(1, lines + 1):
+            f.write(json.dumps({"id": i % keys, "v": i}) + "\n")
+    want = {i % keys: i for i in range(lines - keys + 1, lines + 1)}
+    env = cluster.env()
+    settings = {"warehouse": env["WAREHOUSE"], "engine": "spark", "spark_remote": env["SPARK_REMOTE"],
+                "catalog_uri": env["CATALOG_URI"], "s3_endpoint": env["AWS_ENDPOINT_URL"],
+                "s3_region": env["AWS_REGION"], "s3_access_key_id": env["AWS_ACCESS_KEY_ID"],
+                "s3_secret_access_key": env["AWS_SECRET_ACCESS_KEY"], "schema": "cluster_conduit"}
+    c = Conduit(conduit_bin, tmp_path, file_pipeline_yaml(settings))
+    location = f"{env['WAREHOUSE']}/cluster_conduit/events"
+    storage = cluster.s3.storage_options()
+    try:
+        deadline = time.monotonic() + 600
+        while c.acked() < lines:
+            assert time.monotonic() < deadline and c.proc.poll() is None, c.log()[-4000:]
+            time.sleep(1.0)
+    finally:
+        code = c.interrupt()
+    log = c.log()
+    assert code == 0, log[-4000:]
+    for bad in ("failed to exit gracefully", "unexpected ack", "nack"):
+        assert bad not in log
+    got = {r["id"]: r["v"] for r in read_delta_table(location, storage).to_pylist()}
+    assert got == want
+    seen = another_session_sees(env["SPARK_REMOTE"], "cluster_conduit")
+    assert "events" in seen["tables"], seen
