@@ -7,12 +7,16 @@
     .venv/bin/python scripts/bench.py --skip-growth   # without the 1M/3M/10M growth runs
     .venv/bin/python scripts/bench.py --engines auto  # one engine (default: auto,sail,spark side by side)
     .venv/bin/python scripts/bench.py --storage s3    # only the object-storage run, into the existing report
+    .venv/bin/python scripts/bench.py --cluster       # only the cluster run (make bench-cluster), likewise
 
 After the local workloads (whose servers are stopped by then), the object-storage run
 (scripts/bench_object_storage.py) measures the initial load and the upsert again on each engine
 alone, to a local directory and then to a SeaweedFS S3 server on loopback, back to back;
 `--storage local` skips it, `--storage s3` runs only it and puts its section into the existing
 benchmarks.md (the rest of the file is left as it is) with its figures in object-storage-results.json.
+`--cluster` (scripts/bench_cluster.py) starts the local cluster (testkit/cluster.py) and measures the
+100k upsert into a 1M-row and a 10M-row table through it and through the local Spark engine; its
+section goes into the existing benchmarks.md the same way (figures in cluster-results.json).
 
 The engines: `auto` is the destination's default, measured as a user gets it: its server is
 started WITHOUT an --engine flag (the engine `make run` serves without ENGINE=), and it runs each
@@ -48,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # testkit/ (delta_destination is installed in the venv)
 
+from bench_cluster import section as cluster_section  # noqa: E402
 from bench_object_storage import section, splice  # noqa: E402
 from bench_object_storage import targets as object_storage_targets  # noqa: E402
 from bench_plot import plot  # noqa: E402
@@ -72,6 +77,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--storage", choices=("both", "local", "s3"), default="both",
                     help="local: the local workloads only; s3: only the object-storage run (local vs S3, initial "
                          "load and upsert); both (default): the local workloads, then the object-storage run")
+    ap.add_argument("--cluster", action="store_true",
+                    help="only the cluster run: the upsert at 1M and 10M rows on the local cluster and the local engine")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--no-profile", action="store_true", help="skip the pyinstrument pass")
     ap.add_argument("--rss-cap-gb", type=float, default=8.0,
@@ -99,7 +106,7 @@ def report_dir(args: argparse.Namespace) -> Path:
     """docs/ for a full run (scale 1, every workload, every engine; with --storage s3: scale 1, every
     engine), else bench-data/report/."""
     full = (args.scale == 1.0 and set(args.engines) == set(ENGINE_CHOICES)
-            and (args.storage == "s3" or (args.storage == "both" and not args.only and not args.skip_growth)))
+            and (args.storage == "s3" or args.cluster or (args.storage == "both" and not args.only and not args.skip_growth)))
     return args.out or (DOCS if full else DATA_ROOT / "report")
 
 
@@ -118,8 +125,23 @@ def object_storage_only(args: argparse.Namespace) -> int:
     return 0
 
 
+def cluster_only(args: argparse.Namespace) -> int:
+    """--cluster: the cluster run; its section spliced into the report directory's benchmarks.md."""
+    res = json.loads(args.report_only.read_text()) if args.report_only else run(args)
+    out = report_dir(args)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cluster-results.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+    splice(out / "benchmarks.md", cluster_section(res))
+    print(f"\nreport: {out / 'benchmarks.md'} (section {cluster_section(res)[0][3:]!r})")
+    for x in res["failures"]:
+        print("  failure: " + x[:500])
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.cluster:
+        return cluster_only(args)
     if args.storage == "s3":
         return object_storage_only(args)
     res = json.loads(args.report_only.read_text()) if args.report_only else run(args)

@@ -199,11 +199,13 @@ def section(res: Optional[dict]) -> list[str]:
 
 
 def splice(path: Path, lines: list[str]) -> None:
-    """Put the section into an existing report: in place of an earlier one, else before `## Growth`
-    (where write_report puts it), else at the end; the rest of the file is kept as it is."""
+    """Put a section (its first line is its heading) into an existing report: in place of an earlier
+    one, else before `## Growth` (where write_report puts it), else at the end; the rest of the file
+    is kept as it is."""
     old = path.read_text().splitlines() if path.exists() else []
-    if HEADING in old:
-        i = old.index(HEADING)
+    heading = lines[0] if lines else HEADING
+    if heading in old:
+        i = old.index(heading)
         j = next((k for k in range(i + 1, len(old)) if old[k].startswith("## ")), len(old))
         new = old[:i] + lines + old[j:]
     else:

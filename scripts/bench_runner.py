@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 
 import bench_data as bd
+from bench_cluster import run_cluster
 from bench_object_storage import run_object_storage
 from bench_profiles import run_profiles
 from bench_results import GB
@@ -106,13 +107,16 @@ def run(args) -> dict:
     try:
         bench = Bench(args, tmp)
         gen = bd.Generator(DATA_ROOT, args.seed, args.scale)
-        only = "upsert" if args.storage == "s3" else args.only  # the S3 run needs the initial load and the upsert
+        only = ("growth" if getattr(args, "cluster", False)  # the cluster run: the growth table's files
+                else "upsert" if args.storage == "s3" else args.only)  # the S3 run: the initial load and the upsert
         bench.log(f"workloads: {', '.join(selected_chain(only, args.skip_growth))} on {', '.join(bench.engines)} "
                   f"(scale {args.scale:g}, seed {args.seed})")
         bench.log(f"generating / reusing batch files under {gen.dir}")
         t = time.monotonic()
         p = plan(gen, only, args.skip_growth)
         gen_s = time.monotonic() - t
+        if getattr(args, "cluster", False):
+            return run_cluster(args, p, tmp, bench.log)
         if args.storage == "s3":
             return run_object_storage(args, p, tmp, bench.log)
         facts = machine_facts()
