@@ -109,7 +109,9 @@ def run(args) -> dict:
         gen = bd.Generator(DATA_ROOT, args.seed, args.scale)
         only = ("growth" if getattr(args, "cluster", False)  # the cluster run: the growth table's files
                 else "upsert" if args.storage == "s3" else args.only)  # the S3 run: the initial load and the upsert
-        bench.log(f"workloads: {', '.join(selected_chain(only, args.skip_growth))} on {', '.join(bench.engines)} "
+        where = "the local cluster, then the local Spark engine" if getattr(args, "cluster", False) \
+            else ", ".join(bench.engines)
+        bench.log(f"workloads: {', '.join(selected_chain(only, args.skip_growth))} on {where} "
                   f"(scale {args.scale:g}, seed {args.seed})")
         bench.log(f"generating / reusing batch files under {gen.dir}")
         t = time.monotonic()

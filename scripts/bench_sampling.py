@@ -24,9 +24,10 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
         return []
 
 
-def _exe(p: psutil.Process) -> Optional[str]:
+def _exe(p: psutil.Process) -> Optional[tuple[str, tuple[str, ...]]]:
+    """The executable and the command line: a fork that has not exec'd has both of its parent's."""
     try:
-        return p.exe()
+        return p.exe(), tuple(p.cmdline())
     except psutil.Error:
         return None
 
@@ -37,7 +38,8 @@ def tree_parts(proc: psutil.Process) -> list[tuple[str, int]]:
     A child that runs its parent's executable is a fork that has not exec'd (yet): the JVM starts
     helper commands (Hadoop's shell calls) by forking from a task thread, and for that moment the
     child reports the JVM's whole resident set, which is the parent's pages shared copy-on-write.
-    Counting it would double the JVM in the sum, so such children are left out."""
+    Counting it would double the JVM in the sum, so such children are left out. A child that exec'd the
+    same program with its own command line (a Spark worker's executor JVM) is a process of its own and counts."""
     procs = _tree(proc)
     exes = {p.pid: _exe(p) for p in procs}
     out = []
