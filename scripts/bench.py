@@ -110,29 +110,18 @@ def report_dir(args: argparse.Namespace) -> Path:
     return args.out or (DOCS if full else DATA_ROOT / "report")
 
 
-def object_storage_only(args: argparse.Namespace) -> int:
-    """--storage s3: the object-storage run; its section spliced into the report directory's benchmarks.md."""
+def section_only(args: argparse.Namespace, results_name: str, section_of, targets_of=None) -> int:
+    """--storage s3 / --cluster: that run alone (or its saved result with --report-only); its figures
+    in `results_name` and its section spliced into the report directory's benchmarks.md."""
     res = json.loads(args.report_only.read_text()) if args.report_only else run(args)
     out = report_dir(args)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "object-storage-results.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
-    splice(out / "benchmarks.md", section(res))
-    print(f"\nreport: {out / 'benchmarks.md'} (section {section(res)[0][3:]!r})")
-    for t in object_storage_targets(res):
+    (out / results_name).write_text(json.dumps(res, indent=1, default=str) + "\n")
+    lines = section_of(res)
+    splice(out / "benchmarks.md", lines)
+    print(f"\nreport: {out / 'benchmarks.md'} (section {lines[0][3:]!r})")
+    for t in targets_of(res) if targets_of else []:
         print(f"  [{'met' if t['met'] else 'NOT MET'}] {t['target']}: {t['detail']}")
-    for x in res["failures"]:
-        print("  failure: " + x[:500])
-    return 0
-
-
-def cluster_only(args: argparse.Namespace) -> int:
-    """--cluster: the cluster run; its section spliced into the report directory's benchmarks.md."""
-    res = json.loads(args.report_only.read_text()) if args.report_only else run(args)
-    out = report_dir(args)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "cluster-results.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
-    splice(out / "benchmarks.md", cluster_section(res))
-    print(f"\nreport: {out / 'benchmarks.md'} (section {cluster_section(res)[0][3:]!r})")
     for x in res["failures"]:
         print("  failure: " + x[:500])
     return 0
@@ -141,9 +130,9 @@ def cluster_only(args: argparse.Namespace) -> int:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.cluster:
-        return cluster_only(args)
+        return section_only(args, "cluster-results.json", cluster_section)
     if args.storage == "s3":
-        return object_storage_only(args)
+        return section_only(args, "object-storage-results.json", section, object_storage_targets)
     res = json.loads(args.report_only.read_text()) if args.report_only else run(args)
     out = report_dir(args)
     out.mkdir(parents=True, exist_ok=True)
