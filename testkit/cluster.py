@@ -336,6 +336,19 @@ class LocalCluster:
     def catalog_uri(self) -> str:
         return f"thrift://127.0.0.1:{self.ports['metastore']}"
 
+    def destination_settings(self) -> dict[str, str]:
+        """The settings a door (an Airbyte config, a Conduit connector) needs to write through this
+        cluster, under the settings schema's keys: the engine, the warehouse, the catalog and the
+        storage credentials (a secret: for configs in private test folders only)."""
+        env = self.env()
+        out = {"warehouse": env["WAREHOUSE"], "engine": "spark", "spark_remote": env["SPARK_REMOTE"],
+               "catalog_uri": env["CATALOG_URI"]}
+        if self.s3 is not None:
+            out.update({"s3_endpoint": env["AWS_ENDPOINT_URL"], "s3_region": env["AWS_REGION"],
+                        "s3_access_key_id": env["AWS_ACCESS_KEY_ID"],
+                        "s3_secret_access_key": env["AWS_SECRET_ACCESS_KEY"]})
+        return out
+
     def env(self) -> dict[str, str]:
         """The connection facts, as `.cluster/env` holds them."""
         env = {

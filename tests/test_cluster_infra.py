@@ -536,10 +536,7 @@ def test_an_airbyte_sync_lands_through_the_cluster(cluster, tmp_path):
 
     assert cluster.s3 is not None, "the cluster tests need its S3 warehouse"
     env = cluster.env()
-    config = write_json(tmp_path / "config.json", {
-        "warehouse": env["WAREHOUSE"], "engine": "spark", "spark_remote": env["SPARK_REMOTE"],
-        "catalog_uri": env["CATALOG_URI"], "s3_endpoint": env["AWS_ENDPOINT_URL"], "s3_region": env["AWS_REGION"],
-        "s3_access_key_id": env["AWS_ACCESS_KEY_ID"], "s3_secret_access_key": env["AWS_SECRET_ACCESS_KEY"]})
+    config = write_json(tmp_path / "config.json", cluster.destination_settings())
     props = {"id": {"type": "integer"}, "label": {"type": "string"}, "cur": {"type": "integer"},
              "_ab_cdc_deleted_at": {"type": ["null", "string"], "format": "date-time"}}
     catalog = write_json(tmp_path / "catalog.json", {"streams": [

@@ -145,6 +145,13 @@ class Conduit:
         return self.log_path.read_text(errors="replace")
 
 
+def assert_stopped_cleanly(code: int, log: str) -> None:
+    """Conduit exited 0 after its SIGINT, with no forced exit, stray ack or nack in its log."""
+    assert code == 0, log[-4000:]
+    for bad in ("failed to exit gracefully", "unexpected ack", "nack"):
+        assert bad not in log
+
+
 def replay_oracle(lines: list[dict]) -> dict:
     state: dict = {}
     for r in lines:
@@ -170,9 +177,7 @@ def test_generator_pipeline_lands_the_oracle_stream(conduit_bin, tmp_path, avro)
     finally:
         code = c.interrupt()
     log = c.log()
-    assert code == 0, log[-4000:]
-    for bad in ("failed to exit gracefully", "unexpected ack", "nack"):
-        assert bad not in log
+    assert_stopped_cleanly(code, log)
     inits = [json.loads(x) for x in log.splitlines()
              if x.startswith("{") and "standalone connector plugins initialized" in x]
     assert [x["count"] for x in inits] == [1]
@@ -287,9 +292,7 @@ def test_kill9_of_conduit_mid_pipeline_orphan_exits_and_restart_converges(condui
     finally:
         second.close()
     log = second.log()
-    assert code == 0, log[-4000:]
-    for bad in ("failed to exit gracefully", "unexpected ack", "nack"):
-        assert bad not in log
+    assert_stopped_cleanly(code, log)
     assert process_state(connector) == "gone"
 
 
@@ -307,10 +310,7 @@ def test_a_pipeline_lands_through_the_cluster(conduit_bin, cluster, tmp_path):
             f.write(json.dumps({"id": i % keys, "v": i}) + "\n")
     want = {i % keys: i for i in range(lines - keys + 1, lines + 1)}
     env = cluster.env()
-    settings = {"warehouse": env["WAREHOUSE"], "engine": "spark", "spark_remote": env["SPARK_REMOTE"],
-                "catalog_uri": env["CATALOG_URI"], "s3_endpoint": env["AWS_ENDPOINT_URL"],
-                "s3_region": env["AWS_REGION"], "s3_access_key_id": env["AWS_ACCESS_KEY_ID"],
-                "s3_secret_access_key": env["AWS_SECRET_ACCESS_KEY"], "schema": "cluster_conduit"}
+    settings = {**cluster.destination_settings(), "schema": "cluster_conduit"}
     c = Conduit(conduit_bin, tmp_path, file_pipeline_yaml(settings))
     location = f"{env['WAREHOUSE']}/cluster_conduit/events"
     storage = cluster.s3.storage_options()
@@ -322,9 +322,7 @@ def test_a_pipeline_lands_through_the_cluster(conduit_bin, cluster, tmp_path):
     finally:
         code = c.interrupt()
     log = c.log()
-    assert code == 0, log[-4000:]
-    for bad in ("failed to exit gracefully", "unexpected ack", "nack"):
-        assert bad not in log
+    assert_stopped_cleanly(code, log)
     got = {r["id"]: r["v"] for r in read_delta_table(location, storage).to_pylist()}
     assert got == want
     seen = another_session_sees(env["SPARK_REMOTE"], "cluster_conduit")
