@@ -135,7 +135,12 @@ def pause_point(name: str, env: Optional[dict] = None) -> None:
         hit = _PASSES[name] == (int(nth) if nth else 1)
     if hit:
         log.warning(f"test pause point {name!r} reached: stopping this process (SIGSTOP)")
-        os.kill(os.getpid(), signal.SIGSTOP)
+        # To this thread, not the process: a process-directed SIGSTOP is taken by whichever thread
+        # the kernel picks (the main one), and until that thread gets a CPU this one runs on -- on a
+        # busy machine far enough to pass the guard and send its statement, which made the race
+        # the tests stage happen in the other order. A thread-directed stop is taken by this
+        # thread on its way out of the syscall, so nothing after this line runs before SIGCONT.
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
 
 _PASSES: dict[str, int] = {}
