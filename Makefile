@@ -96,34 +96,27 @@ PYTEST := $(BIN)/python -m pytest -q --durations=30
 # own shared servers and Spark JVM): its tests wait on processes and JVMs about half the time, so two
 # workers keep two cores busy.
 TEST_WORKERS ?= 2
-# The JVMs tests start (the local Spark engine, the cluster's master, workers, executors and Connect
-# server, the Hive metastore) compile with C1 only and collect with one GC thread. Same code paths,
-# less CPU: tests/test_write_batch.py -k spark took 206 s of CPU with the defaults and 144 s with these
-# at the same wall time, and CI runs two tiers side by side on 2 cores, where CPU is what they wait
-# for. Never for `make run` or the benchmark, whose JVMs run long enough for C2 to pay off.
-TEST_JVM_OPTIONS ?= -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
-TEST_ENV := JAVA_TOOL_OPTIONS="$(TEST_JVM_OPTIONS)"
 
 # The fast tier, the edit-test loop (at most 8 minutes on a 2-core machine): every engine-free test, the
 # package's doctests, the tester inputs and the other cheap acceptance tests through one shared server on
 # embedded Sail, and one real local Spark run (tests/test_spark_smoke.py).
 test: install
-	$(TEST_ENV) $(PYTEST) -m 'not slow and not full'
+	$(PYTEST) -m 'not slow and not full'
 
 # The full matrix CI runs: the fast tier plus both engines (one shared Spark JVM), cross-engine, the
 # hostile corpus, crash tests, door processes, object storage and cluster tests.
 test-all: install airflow-venv
-	$(TEST_ENV) $(PYTEST) -m 'not slow' -n $(TEST_WORKERS) --dist loadfile
+	$(PYTEST) -m 'not slow' -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: install airbyte-clients airflow-venv
-	$(TEST_ENV) $(PYTEST) -m slow
+	$(PYTEST) -m slow
 
 # The slow tests with real clients and builds (PyAirbyte + source-faker, Conduit, Airflow, PyInstaller):
 # the part of test-slow CI runs (the long crash, fuzz and load runs do not fit its hour with both engines).
 SLOW_CLIENT_TESTS := tests/test_airbyte_pyairbyte.py tests/test_conduit_e2e.py tests/test_build_pipeline.py \
 	tests/test_lineage_airflow_real.py
 test-clients: install airbyte-clients airflow-venv
-	$(TEST_ENV) $(PYTEST) -m slow $(SLOW_CLIENT_TESTS)
+	$(PYTEST) -m slow $(SLOW_CLIENT_TESTS)
 
 # Airflow's asset-URI normalisers in a test-only virtualenv (scripts/airflow_test_venv.sh), built once
 # here for the full tier and reused; rebuilt when the script (its pins) changes.
