@@ -429,3 +429,35 @@ def test_a_waiting_state_is_committed_and_echoed_after_the_flush_interval(tmp_pa
     assert w.wait_for(lambda m: m["type"] == "STATE", timeout=60)["state"]["id"] == 2
     assert w.close().rc == 0
     assert [r["id"] for r in table_rows(wh, "airbyte", "slow")] == [1, 2, 3]
+
+
+def test_a_write_whose_engine_jvm_dies_ends_promptly(tmp_path, wh, door_process):
+    """kill -9 of the local Spark JVM a `write` started, mid-sync: the process still ends soon
+    after its input does (a failure answered as a TRACE error, or the engine restarted and the
+    sync completed), never held for minutes by the dead engine's client (process_exit.py); and
+    every state it echoed is in the table."""
+    import time
+
+    import psutil
+
+    cfg = write_json(tmp_path / "c.json", {"warehouse": str(wh), "engine": "spark", "buffer_bytes": 3000})
+    cat = catalog(tmp_path, stream("k", DEDUP, "append_dedup", pk=["id"], cursor="cur", generation=1))
+    w = Running(["write", "--config", cfg, "--catalog", cat])
+    w.send([record("k", {"id": i, "v": "a", "cur": 1}) for i in range(20)] + [stream_state("k", {"n": 1}, id=1)])
+    w.wait_for(lambda m: m["type"] == "STATE", timeout=300)          # committed through the JVM
+    jvms = [p for p in psutil.Process(w.proc.pid).children(recursive=True) if "java" in p.name()]
+    assert jvms, "the write started no JVM of its own"
+    for p in jvms:
+        p.kill()
+    w.send([record("k", {"id": i, "v": "b", "cur": 2}) for i in range(20)] + [stream_state("k", {"n": 2}, id=2)])
+    began = time.monotonic()
+    result = w.close(timeout=240)
+    took = time.monotonic() - began
+    print(f"the write ended {took:.1f}s after its input, rc {result.rc}")
+    if result.rc == 0:
+        assert result.states[-1]["id"] == 2
+        assert {r["id"]: r["v"] for r in table_rows(wh, "airbyte", "k")} == {i: "b" for i in range(20)}
+    else:
+        assert result.errors and "engine" in result.errors[-1]["message"].lower(), result.errors
+        assert {r["id"]: r["v"] for r in table_rows(wh, "airbyte", "k")} == {i: "a" for i in range(20)}
+    assert not [p for p in jvms if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -15,6 +15,7 @@ from .. import lineage, logs
 from .. import errors
 from ..core.api import DeltaCore
 from ..engines.session import Engines
+from ..process_exit import exit_now
 from .catalog import is_staging_table, plan_catalog
 from .config import load_json_file, parse_config, spec
 from .errors import CatalogInvalid, ConfigInvalid
@@ -88,6 +89,15 @@ def write(out: Output, core: DeltaCore, config_path: str, catalog_path: str, std
 
 
 def main(argv: Optional[list] = None) -> int:
+    """The console script: runs one command, then ends the process without the interpreter's
+    exit hooks (process_exit.py: a PySpark client of an engine that died would keep a finished
+    `write` alive for minutes, and the platform waits for the process)."""
+    code = run(argv)
+    exit_now(code)
+    return code
+
+
+def run(argv: Optional[list] = None) -> int:
     out = Output.take_stdout()
     logs.install(LogHandler(out))
     args = parse_args(sys.argv[1:] if argv is None else argv)

@@ -22,6 +22,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from .. import logs
+from ..process_exit import exit_now
 from ._proto import destination_pb2_grpc, grpc_controller_pb2_grpc, specifier_pb2_grpc
 from .errors import HandshakeError
 from .handshake import Handshake, negotiate
@@ -138,8 +139,8 @@ def main(argv=None) -> int:
     except HandshakeError as exc:
         sys.stderr.write(f"{exc.message}\n")
         return 1
-    sys.stderr.flush()
-    os._exit(code)   # no interpreter teardown: the engine's threads must not delay go-plugin's Kill
+    exit_now(code)   # no interpreter teardown: the engine's threads must not delay go-plugin's Kill
+    return code
 
 
 if __name__ == "__main__":

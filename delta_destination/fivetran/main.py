@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
@@ -16,6 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from .. import lineage, logs
 from ..core.api import DeltaCore
 from ..errors import DestinationError
+from ..process_exit import exit_now
 from ..core.upkeep import PeriodicUpkeep, UpkeepOptions
 from ..engines.choice import base_choice, spark_installed
 from ..engines.dialect import dialect_for
@@ -174,17 +174,6 @@ def main(argv=None) -> int:
     log.info("destination stopped")
     exit_now(0)
     return 0
-
-
-def exit_now(code: int) -> None:
-    """End the process once everything is stopped, skipping interpreter exit hooks: each PySpark
-    Connect client registers one that sends RPCs with minutes of retries, and a client whose engine
-    died (a killed JVM, a warm-up cut short) kept a stopped destination alive (seen in a test run,
-    after "destination stopped"). Our own cleanup ran above; the logs are flushed here."""
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":
