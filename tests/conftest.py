@@ -42,8 +42,10 @@ ENGINE_PARAMETERS = ("engine", "engine_name")
 # On the Spark engine some hostile-names replays run only in `make test-slow`: the live variant
 # of the tester-input replays (the history variant covers each file's live tables too) and the
 # Parquet-format replays (the batch format is decided before the engine; both engines read the
-# same Arrow). Everything runs on Sail.
-SLOW_ON_SPARK = {"test_tester_input_with_hostile_names": "-live]", "test_parquet_batches_with_hostile_names": "]"}
+# same Arrow), and likewise input.json read gzip-compressed, unencrypted or both (the Spark engine
+# replays input.json itself in test_tester_input). Everything runs on Sail.
+SLOW_ON_SPARK = {"test_tester_input_with_hostile_names": "-live]", "test_parquet_batches_with_hostile_names": "]",
+                 "test_input_gzip": "]", "test_input_plain_text": "]", "test_input_uncompressed_plain_text": "]"}
 
 
 def params_of(item) -> dict:
