@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     if argv[:1] == ["maintain"]:
         from ..maintain import main as maintain
 
-        return maintain(argv[1:])
+        exit_now(maintain(argv[1:]))   # a one-off command ends like the doors (process_exit.py)
     args = parse_args(argv)
     logs.install(FivetranJsonHandler())
     # Before anything is started: a SIGTERM that arrives while the engine starts, or just
