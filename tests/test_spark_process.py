@@ -44,6 +44,13 @@ def test_command_bounds_driver_memory_and_passes_only_delta_jars(tmp_path):
     assert f"-Djava.io.tmpdir={tmp_path / 'tmp'}" in cmd[cmd.index("--driver-java-options") + 1]
 
 
+def test_extra_java_options_come_last_so_they_win():
+    options = sp.SparkProcessOptions(java_options="-XX:TieredStopAtLevel=4 -Xss4m")
+    cmd = sp.server_command(15002, Path("/x"), options, [])
+    assert cmd[cmd.index("--driver-java-options") + 1] == (
+        "-Djava.io.tmpdir=/x/tmp -Dderby.system.home=/x/tmp -XX:TieredStopAtLevel=4 -Xss4m")
+
+
 def test_pinned_pyspark_and_delta_jars_are_a_pair():
     """Delta 4.4 is built per Spark line (delta-spark_4.2_2.13): the pom and pyproject agree."""
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
@@ -111,8 +118,13 @@ def _engine_jvm(server: RunningServer, wait_seconds: float = 30) -> psutil.Proce
     deadline = time.time() + wait_seconds
     while time.time() < deadline:
         for child in psutil.Process(server.proc.pid).children(recursive=True):
-            if "java" in child.name() and any("SparkConnectServer" in a for a in child.cmdline()):
-                return child
+            try:
+                if "java" in child.name() and any("SparkConnectServer" in a for a in child.cmdline()):
+                    return child
+            except (psutil.ZombieProcess, psutil.NoSuchProcess):
+                # A short-lived java (the start-up's version probe) that has exited but is not reaped
+                # yet has no command line: it is not the engine.
+                continue
         time.sleep(0.5)
     raise AssertionError("no engine JVM under the destination")
 
