@@ -9,6 +9,11 @@ Delta work, not about its JVM, reach this one engine with `--spark-remote` (serv
 needs it and stopped at the end of the session. Tests about the local JVM's lifecycle (kill -9,
 scratch folders, restarts, `make run ENGINE=spark`) keep a JVM of their own.
 
+The test targets run test JVMs with C1 only (JAVA_TOOL_OPTIONS in the Makefile): most live for
+seconds to minutes, where C2's compilations cost more CPU than they save. This one serves the whole
+session's Spark tests, so it asks for C2 back (options on its command line win over
+JAVA_TOOL_OPTIONS); without C2 the shared engine was 2-3x slower (2026-11-27 rehearsal).
+
 `DELTA_TEST_SPARK_REMOTE=sc://host:port` points the shared engine at an existing Spark Connect
 + Delta endpoint instead (it must see the tests' warehouse paths); then no JVM is started.
 """
@@ -19,6 +24,8 @@ import threading
 from typing import Optional
 
 REMOTE_ENV = "DELTA_TEST_SPARK_REMOTE"
+# The JVM's default JIT (tiered up to C2), whatever JAVA_TOOL_OPTIONS says.
+LONG_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=4"
 
 
 class SharedSpark:
@@ -33,9 +40,9 @@ class SharedSpark:
     def url(self) -> str:
         with self._lock:
             if self._url is None:
-                from delta_destination.engines.spark_process import LocalSparkServer
+                from delta_destination.engines.spark_process import LocalSparkServer, SparkProcessOptions
 
-                self._server = LocalSparkServer()
+                self._server = LocalSparkServer(SparkProcessOptions(java_options=LONG_LIVED_JVM_OPTIONS))
                 self._url = self._server.url
             return self._url
 

@@ -95,6 +95,9 @@ class SparkProcessOptions:
     startup_timeout: float = 180.0
     extra_conf: tuple[tuple[str, str], ...] = ()
     catalog_uri: Optional[str] = None   # a Hive Metastore this engine registers tables in
+    # Extra options of the engine's JVM (e.g. -XX:+HeapDumpOnOutOfMemoryError), after the project's
+    # own, so they win over JAVA_TOOL_OPTIONS.
+    java_options: str = field(default_factory=lambda: os.environ.get("DELTA_DESTINATION_SPARK_JAVA_OPTIONS", ""))
 
     @property
     def shuffle_partitions(self) -> int:
@@ -187,7 +190,7 @@ def server_command(port: int, private_dir: Path, options: SparkProcessOptions, j
         "--class", CONNECT_SERVER_CLASS,
         "--master", f"local[{options.cores}]",
         "--driver-memory", options.driver_memory,
-        "--driver-java-options", f"-Djava.io.tmpdir={tmp} -Dderby.system.home={tmp}",
+        "--driver-java-options", f"-Djava.io.tmpdir={tmp} -Dderby.system.home={tmp} {options.java_options}".rstrip(),
         "--jars", ",".join(str(j) for j in jars),
         "--name", "delta-destination-engine",
     ]
