@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from testkit.delta_read import delta_version, read_delta_table
+from testkit.server_process import spark_jvms_below
 from airbyte_helpers import (ON_BOTH_ENGINES, Running, engine, record, run, stream, stream_state, stream_status, table_rows,  # noqa: F401
                              write_json)
 
@@ -445,10 +446,13 @@ def test_a_write_whose_engine_jvm_dies_ends_promptly(tmp_path, wh, door_process)
     w = Running(["write", "--config", cfg, "--catalog", cat])
     w.send([record("k", {"id": i, "v": "a", "cur": 1}) for i in range(20)] + [stream_state("k", {"n": 1}, id=1)])
     w.wait_for(lambda m: m["type"] == "STATE", timeout=300)          # committed through the JVM
-    jvms = [p for p in psutil.Process(w.proc.pid).children(recursive=True) if "java" in p.name()]
+    jvms = spark_jvms_below(w.proc.pid)
     assert jvms, "the write started no JVM of its own"
     for p in jvms:
-        p.kill()
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:  # spark-submit's launcher step, already replaced by the JVM
+            pass
     w.send([record("k", {"id": i, "v": "b", "cur": 2}) for i in range(20)] + [stream_state("k", {"n": 2}, id=2)])
     began = time.monotonic()
     result = w.close(timeout=240)
