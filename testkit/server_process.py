@@ -123,8 +123,11 @@ def spark_jvms_below(root_pid: int) -> list:
     out = []
     for p in psutil.Process(root_pid).children(recursive=True):
         try:
-            if "SparkConnectServer" in " ".join(p.cmdline()):
-                out.append(p)
-        except psutil.Error:  # a launcher shell that already exited (zombie or gone)
+            cmdline = " ".join(p.cmdline())
+        except psutil.Error:  # a launcher step that already exited (zombie or gone)
             continue
+        # spark-class first runs a short java (org.apache.spark.launcher.Main) with the same arguments
+        # to build the real command: that one is not the engine.
+        if "SparkConnectServer" in cmdline and "org.apache.spark.launcher.Main" not in cmdline:
+            out.append(p)
     return out

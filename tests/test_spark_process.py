@@ -117,13 +117,13 @@ def test_stale_scratch_of_dead_owners_is_removed_live_ones_kept(tmp_path):
 def _engine_jvm(server: RunningServer, wait_seconds: float = 30) -> psutil.Process:
     deadline = time.time() + wait_seconds
     while time.time() < deadline:
-        for child in psutil.Process(server.proc.pid).children(recursive=True):
+        # Not spark-class's launcher step, a short java with the same arguments that may also be
+        # a zombie for a moment (CI failed on psutil.ZombieProcess here): spark_jvms_below skips both.
+        for child in spark_jvms_below(server.proc.pid):
             try:
-                if "java" in child.name() and any("SparkConnectServer" in a for a in child.cmdline()):
+                if "java" in child.name():
                     return child
-            except (psutil.ZombieProcess, psutil.NoSuchProcess):
-                # A short-lived java (the start-up's version probe) that has exited but is not reaped
-                # yet has no command line: it is not the engine.
+            except psutil.NoSuchProcess:
                 continue
         time.sleep(0.5)
     raise AssertionError("no engine JVM under the destination")
