@@ -451,7 +451,7 @@ def test_a_write_whose_engine_jvm_dies_ends_promptly(tmp_path, wh, door_process)
     for p in jvms:
         try:
             p.kill()
-        except psutil.NoSuchProcess:  # spark-submit's launcher step, already replaced by the JVM
+        except psutil.NoSuchProcess:  # it ended on its own since the walk above
             pass
     w.send([record("k", {"id": i, "v": "b", "cur": 2}) for i in range(20)] + [stream_state("k", {"n": 2}, id=2)])
     began = time.monotonic()
