@@ -36,11 +36,13 @@ def drop_view(spark, view: str) -> None:
 
 @contextmanager
 def as_local_relation(spark, data: pa.Table) -> Iterator[str]:
-    """`data` in one Spark Connect message (up to LOCAL_RELATION_LIMIT)."""
+    """`data` in one Spark Connect message (up to LOCAL_RELATION_LIMIT), as one contiguous
+    record batch: a source stacked from many small parts would otherwise travel as many tiny
+    batches (the copy is cheap at this size; staged batches are never copied whole)."""
     view = new_view_name()
     try:
         with logs.timed(log, f"shipping {data.num_rows} rows to the engine"):
-            spark.createDataFrame(data).createOrReplaceTempView(view)
+            spark.createDataFrame(data.combine_chunks()).createOrReplaceTempView(view)
         yield view
     finally:
         drop_view(spark, view)
