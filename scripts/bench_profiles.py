@@ -24,7 +24,7 @@ def _is(fn: str, frag: str):
 
 
 # engine calls that are not the write statement itself
-_NOT_THE_STATEMENT = {"staged", "describe", "stored_metadata", "table_name", "_current_versions"}
+_NOT_THE_STATEMENT = {"staged", "staged_as_parquet", "staged_in_chunks", "describe", "stored_metadata", "table_name", "_current_versions"}
 
 
 def _statement(fr, ancestors) -> bool:
@@ -36,14 +36,16 @@ def _statement(fr, ancestors) -> bool:
 
 PHASES = [  # (label, matcher): the outermost matching frames are summed; phases may nest (staging holds uploads)
     ("describe table (schema + metadata)", _is("describe", "core/catalog.py")),
-    ("read batch files (decrypt, zstd, CSV, convert)", _is("read_batch_file", "fivetran/batch_files")),
+    # the files are read on worker threads: the handler thread waits in BatchFiles.read
+    ("read batch files (decrypt, zstd, CSV, convert)", _is("read", "fivetran/batches.py")),
     ("stack into merge source", _is("merge_source", "core/apply.py")),
     ("duplicate-key check", _is("check_duplicates", "core/apply.py")),
     ("catalog name of the table", _is("table_name", "engines/engine_session.py")),
     ("key ranges from the Delta log (no engine)", _is("keys_cannot_match", "core/key_ranges.py")),
     ("history: read current versions", _is("_current_versions", "core/history.py")),
     ("history: plan actions", _is("actions", "core/history.py")),
-    ("ship source: staged (> 64 MB)", _is("staged", "engines/dialect.py")),
+    ("ship source: staged (> 64 MB)", lambda fr, anc: fr.function in ("staged_as_parquet", "staged_in_chunks")
+                                                      and "engines/shipping.py" in (fr.file_path or "")),
     ("ship source: createDataFrame (client side)", _is("createDataFrame", "session.py")),
     ("ship source: temp view (sends a local relation)", _is("createOrReplaceTempView", "dataframe.py")),
     ("key probe + MERGE / INSERT statement in the engine (client waits)", _statement),
