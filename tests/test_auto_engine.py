@@ -20,7 +20,7 @@ import pytest
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, table
 from testkit.cluster import pid_alive
-from testkit.delta_read import delta_version, read_delta_table
+from testkit.delta_read import delta_properties, delta_version, last_operation, read_delta_table
 from testkit.server_process import spark_jvms_below
 from delta_destination.core.api import DeltaCore
 from delta_destination.core.catalog import TableRef
@@ -95,6 +95,13 @@ def spark_children(pid: int) -> list[int]:
     return [p.pid for p in spark_jvms_below(pid)]
 
 
+def history_operations(path: str, n: int) -> list[str]:
+    """The operations of the table's last `n` commits, oldest first."""
+    from deltalake import DeltaTable
+
+    return [c.get("operation", "") for c in reversed(DeltaTable(path).history(n))]
+
+
 def served(log_path, table_name: str) -> list[str]:
     """The engine part of the write log lines for a table, in order."""
     import json
@@ -129,8 +136,12 @@ def test_default_engine_moves_a_table_past_the_budget_to_spark_and_both_engines_
     ref = TableRef("s", "growing", path, Warehouse(str(srv.warehouse)))
     assert merge_estimate(table_size(ref).bytes) > 0.52 * GiB
     v0 = delta_version(path)
+    assert "delta.enableDeletionVectors" not in delta_properties(path)   # Sail created it: plain Delta
     assert stub.WriteBatch(write_request("s", WIDE, replace=[batch_file(tmp_path, WIDE, rows(range(10), "c"))])).success
-    assert delta_version(path) == v0 + 1                     # one commit
+    # Spark's first MERGE into it: deletion vectors turned on (metadata only), then one commit of the rows.
+    assert delta_version(path) == v0 + 2 and history_operations(path, 2) == ["SET TBLPROPERTIES", "MERGE"]
+    assert delta_properties(path)["delta.enableDeletionVectors"] == "true"
+    assert "turning deletion vectors on before its first rewrite on Apache Spark" in log.read_text()
     jvms = spark_children(srv.proc.pid)
     assert len(jvms) == 1
     engines = served(log, "growing")
@@ -146,6 +157,7 @@ def test_default_engine_moves_a_table_past_the_budget_to_spark_and_both_engines_
     assert stub.WriteBatch(write_request("s", WIDE, replace=[batch_file(tmp_path, WIDE, rows([0, 1, 99999], "e"))])).success
     engines = served(log, "growing")
     assert engines[4] == "engine sail (engine sail is configured)" and engines[5].startswith("engine spark"), engines
+    assert last_operation(path) == "MERGE" and log.read_text().count("turning deletion vectors on") == 1  # once
     got = {r["id"]: r["v"] for r in read_delta_table(path).to_pylist()}
     assert len(got) == 80151 and (got[0], got[4], got[5], got[14], got[15], got[99999]) == \
         ("e0", "c4", "d5", "d14", "a15", "e99999")
@@ -195,7 +207,9 @@ def test_a_merge_opened_on_sail_moves_to_spark_when_the_batch_passes_the_budget(
     v0 = delta_version(path)
     with caplog.at_level(logging.INFO, logger="delta_destination"):
         result = core.writer.write(tight, "s", "items", lambda t: upserts(list(range(990, 1010)), "b"))
-    assert result.committed and delta_version(path) == v0 + 1
+    # the rows in one commit, after the metadata-only commit that turns deletion vectors on
+    assert result.committed and delta_version(path) == v0 + 2
+    assert history_operations(path, 2) == ["SET TBLPROPERTIES", "MERGE"]
     assert any("moving the request to Apache Spark" in r.getMessage() for r in caplog.records)
     assert any(r.getMessage().startswith("WriteBatch s.items") and ", engine spark (the MERGE into" in r.getMessage()
                for r in caplog.records)

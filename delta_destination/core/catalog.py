@@ -25,6 +25,7 @@ from ..warehouse import Warehouse, name_of_component
 from .. import logs
 from . import metadata
 from .events import Events, TableOutcome
+from .delta_log import table_configuration
 from .memory import TableSize, table_size
 from .metastore import Metastore
 from .model import TableSchema
@@ -43,6 +44,10 @@ class TableRef:
     @property
     def display(self) -> str:
         return f"{self.schema}.{self.table}"
+
+
+# Spark's MERGE, UPDATE and DELETE mark rows in a deletion vector instead of rewriting their files.
+DELETION_VECTORS = "delta.enableDeletionVectors"
 
 
 @dataclass
@@ -104,6 +109,24 @@ class Catalog:
         t.eng = self.engines.get(t.settings, on_demand=True)
         t.eng.hold()
         t.choice = choice
+
+    def prepare_spark_rewrite(self, t: "OpenTable") -> None:
+        """Before auto rewrites a table on Apache Spark (a MERGE): deletion vectors on, in a
+        metadata-only commit, once per table. Tables auto creates are Sail's, plain Delta; without
+        deletion vectors Spark's MERGE copies every unchanged row of every file it touches, and with
+        uniform keys that is the whole table, so it grows with the table, which is exactly the
+        table auto sent to Spark for being big (docs/performance-analysis.md: a 100k upsert into
+        3M rows ... s with them, ... s without). Sail 0.7.2 and delta-rs read and write such
+        tables (tests/test_cross_engine.py), as they do the tables `--engine spark` creates.
+        A crash after this commit leaves the data as before the request; its replay skips it."""
+        if not (t.choice.auto and t.eng.name == "spark") or t.table is None:
+            return
+        configuration = table_configuration(t.warehouse, t.ref.location)
+        if configuration is None or configuration.get(DELETION_VECTORS, "").lower() == "true":
+            return
+        log.info(f"{t.display}: turning deletion vectors on before its first rewrite on Apache Spark "
+                 f"(a MERGE then marks replaced rows instead of copying every file it touches)")
+        self.set_properties(t.eng, t.ref, {DELETION_VECTORS: "true"})
 
     # ---- locating and locking ------------------------------------------------------------
 

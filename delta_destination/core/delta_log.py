@@ -55,6 +55,17 @@ def commit_info(warehouse: Warehouse, location: str, version: int) -> Optional[d
     return None
 
 
+def table_configuration(warehouse: Warehouse, location: str) -> Optional[dict[str, str]]:
+    """The table's current properties (its log, checkpoints included, through delta-rs); None
+    where the destination cannot read the log itself or the table cannot be read."""
+    if not warehouse.can_list:
+        return None
+    try:
+        return dict(open_table(warehouse, location).metadata().configuration or {})
+    except Exception:  # noqa: BLE001 - delta-rs raises several types; unknown is the answer
+        return None
+
+
 def open_table(warehouse: Warehouse, location: str):
     """The table through delta-rs (raises when it cannot be read)."""
     from deltalake import DeltaTable
