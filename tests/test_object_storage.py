@@ -26,6 +26,7 @@ from delta_destination.core.types import arrow_type
 from delta_destination.engines import engine_session, shipping
 from delta_destination.engines.session import Engines
 from delta_destination.settings import Settings
+from delta_destination.storage import StorageOptions
 from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR, Warehouse
 from testkit.delta_read import delta_version, read_delta_table
 
@@ -163,3 +164,44 @@ def test_what_a_dead_process_left_is_removed_at_the_next_start(s3_server, settin
     assert left == [mine.split("/", 3)[3] + "/part-00000.parquet"]
     wh.remove_staging(mine)
     assert s3_server.list_keys(prefix + "/") == []
+
+
+@pytest.mark.parametrize("warehouse_kind", ["local", "s3"])
+def test_staged_parquet_parts_keep_order_types_and_privacy(warehouse_kind, request, tmp_path):
+    """A big batch's parts, written on several threads, come back as one table in the batch's
+    order and types; on a local disk the folder is private and the parts uncompressed, on S3 Snappy."""
+    import pyarrow.parquet as pq
+
+    if warehouse_kind == "s3":
+        s3 = request.getfixturevalue("s3_server")
+        wh = Warehouse(s3.url(f"pq-{uuid.uuid4().hex[:8]}/wh"),
+                       StorageOptions(endpoint=s3.endpoint_url, region=s3.region, access_key_id=s3.access_key_id,
+                                      secret_access_key=s3.secret_access_key))
+    else:
+        wh = Warehouse(str(tmp_path / "wh"))
+    n = 5000
+    data = pa.table({
+        "op": pa.array([i % 3 for i in range(n)], pa.int8()),
+        "c0": pa.array(range(n), pa.int64()),
+        "c1": pa.array([f"name {i}" if i % 7 else None for i in range(n)], pa.string()),
+        "c2": pa.array([Decimal(i) / 100 for i in range(n)], pa.decimal128(12, 2)),
+        "c3": pa.array([dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)] * n, pa.timestamp("us", tz="UTC")),
+        "c4": pa.array([bytes([i % 256]) * 3 for i in range(n)], pa.binary()),
+    })
+    location = wh.new_staging_location()
+    parts = [data.slice(i, 500) for i in range(0, n, 500)]
+    try:
+        wh.write_parquet_parts(location, parts)
+        names = sorted(e.location for e in wh.storage.list(location))
+        assert len(names) == len(parts)
+        got = pa.concat_tables(pq.read_table(pa.BufferReader(wh.storage.read_bytes(name))) for name in names)
+        assert got.schema.equals(data.schema) and got.equals(data)
+        codec = pq.ParquetFile(pa.BufferReader(wh.storage.read_bytes(names[0]))).metadata.row_group(0).column(1).compression
+        if warehouse_kind == "local":
+            assert os.stat(location).st_mode & 0o777 == 0o700
+            assert codec == "UNCOMPRESSED"
+        else:
+            assert codec == "SNAPPY"
+    finally:
+        wh.remove_staging(location)
+    assert wh.storage.list(location) == []
