@@ -215,12 +215,12 @@ class Writer:
                     commit(t, f"append to {t.display}", insert_sql(t.sql_name, view, t.table), guard)
                 return
             if not guard_merge(self.catalog, t, source):
-                self.catalog.prepare_spark_rewrite(t)
+                self.catalog.prepare_spark_rewrite(t, guard)
                 sql = merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by)
                 commit(t, f"merge into {t.display}", sql, guard)
                 return
         # Moved to Apache Spark by the memory guard (engine auto): the source goes there.
-        self.catalog.prepare_spark_rewrite(t)
+        self.catalog.prepare_spark_rewrite(t, guard)
         with t.eng.shipped(source, t.warehouse) as view:
             sql = merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by)
             commit(t, f"merge into {t.display}", sql, guard)

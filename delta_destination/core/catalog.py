@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from ..engines.choice import EngineChoice, base_choice, merge_choice, should_prestart, spark_installed, upkeep_choice
 from ..engines.dialect import dialect_for
@@ -110,7 +110,7 @@ class Catalog:
         t.eng.hold()
         t.choice = choice
 
-    def prepare_spark_rewrite(self, t: "OpenTable") -> None:
+    def prepare_spark_rewrite(self, t: "OpenTable", guard: Optional[Callable[[], None]] = None) -> None:
         """Before auto rewrites a table on Apache Spark (a MERGE): deletion vectors on, in a
         metadata-only commit, once per table. Tables auto creates are Sail's, plain Delta; without
         deletion vectors Spark's MERGE copies every unchanged row of every file it touches, and with
@@ -118,7 +118,8 @@ class Catalog:
         table auto sent to Spark for being big (docs/benchmarks.md: the 100k upsert into 3M rows on
         a fresh server took 68 s with them, 109-111 s without). Sail 0.7.2 and delta-rs read and write such
         tables (tests/test_cross_engine.py), as they do the tables `--engine spark` creates.
-        A crash after this commit leaves the data as before the request; its replay skips it."""
+        A crash after this commit leaves the data as before the request; its replay skips it.
+        `guard`: the door's last word before a commit (core/apply.py, CommitGuard), asked first."""
         if not (t.choice.auto and t.eng.name == "spark") or t.table is None:
             return
         configuration = table_configuration(t.warehouse, t.ref.location)
@@ -126,6 +127,8 @@ class Catalog:
             return
         log.info(f"{t.display}: turning deletion vectors on before its first rewrite on Apache Spark "
                  f"(a MERGE then marks replaced rows instead of copying every file it touches)")
+        if guard is not None:
+            guard()
         self.set_properties(t.eng, t.ref, {DELETION_VECTORS: "true"})
 
     # ---- locating and locking ------------------------------------------------------------

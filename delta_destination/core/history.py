@@ -97,7 +97,7 @@ class HistoryWriter:
             source = plan.actions(current)
             if source.num_rows:
                 guard_merge(self.catalog, t, source)
-                self.catalog.prepare_spark_rewrite(t)
+                self.catalog.prepare_spark_rewrite(t, guard)
                 with t.eng.shipped(source, t.warehouse) as view:
                     sql = history_merge_sql(t.sql_name, view, table, keys, START, END, ACTIVE)
                     commit(t, f"merge into {t.display}", sql, guard)
