@@ -62,12 +62,18 @@ def second_session(cluster: LocalCluster, *args: str) -> dict:
 
 
 def listening_addresses(pid: int) -> set[str]:
+    """Where the process `pid` and its descendants listen. A descendant that ends during the walk
+    (e.g. spark-class's launcher step of an executor being started) is skipped; `pid` itself must live."""
     addrs = set()
-    procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    for p in procs:
-        for conn in p.net_connections(kind="inet"):
-            if conn.status == psutil.CONN_LISTEN:
-                addrs.add(conn.laddr.ip)
+    root = psutil.Process(pid)
+    for p in [root, *root.children(recursive=True)]:
+        try:
+            conns = p.net_connections(kind="inet")
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            if p.pid == pid:
+                raise
+            continue
+        addrs.update(c.laddr.ip for c in conns if c.status == psutil.CONN_LISTEN)
     return addrs
 
 
@@ -81,7 +87,13 @@ def test_every_part_runs_and_listens_on_loopback_only(cluster):
         assert addrs <= {"127.0.0.1", "::ffff:127.0.0.1"}, f"{name} listens on {addrs}"
     # Two executors, one per worker, each a JVM of its own under its worker.
     for worker in ("worker1", "worker2"):
-        children = [p for p in psutil.Process(pids[worker]).children(recursive=True) if p.name() == "java"]
+        children = []
+        for p in psutil.Process(pids[worker]).children(recursive=True):
+            try:
+                if p.name() == "java" and "org.apache.spark.launcher.Main" not in " ".join(p.cmdline()):
+                    children.append(p)
+            except psutil.Error:  # ended while we looked
+                continue
         assert len(children) == 1, (worker, children)
 
 
@@ -559,6 +571,14 @@ def test_an_airbyte_sync_lands_through_the_cluster(cluster, tmp_path):
     assert "orders" in seen["tables"] and seen["rows"] == [len(ids), sum(ids), "a001"]
 
 
+def not_ended(pid: int) -> bool:
+    """Running (neither gone nor a zombie), asked so that an exit while we look is an answer, not an error."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_stop_leaves_no_process(cluster, spark):
     spark.stop()
     pids = dict(cluster.pids())
@@ -567,7 +587,7 @@ def test_stop_leaves_no_process(cluster, spark):
     began = time.monotonic()
     cluster.stop()
     print(f"\ncluster stopped in {time.monotonic() - began:.1f}s", flush=True)
-    alive = [pid for pid in tree if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    alive = [pid for pid in tree if not_ended(pid)]
     assert alive == []
     assert processes_mentioning(cluster.state_dir) == []
     assert not (cluster.state_dir / "env").exists()
