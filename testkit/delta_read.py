@@ -51,6 +51,12 @@ def read_delta_table(path: str, storage_options: Optional[dict] = None) -> pa.Ta
     return pa.Table.from_arrays(cols, schema=schema)
 
 
+def recent_operations(path: str, n: int, storage_options: Optional[dict] = None) -> list[str]:
+    """The operations of the table's newest `n` commits (e.g. "MERGE", "WRITE"), oldest first,
+    from their commitInfo."""
+    return [c.get("operation", "") for c in reversed(_open(path, storage_options).history(n))]
+
+
 def last_operation(path: str, storage_options: Optional[dict] = None) -> str:
-    """The operation of the table's newest commit (e.g. "MERGE", "WRITE"), from its commitInfo."""
-    return _open(path, storage_options).history(1)[0].get("operation", "")
+    """The operation of the table's newest commit."""
+    return recent_operations(path, 1, storage_options)[0]

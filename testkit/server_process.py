@@ -115,9 +115,10 @@ class RunningServer:
         self._log.close()
 
 
-def spark_jvms_below(root_pid: int) -> list:
-    """The Spark Connect JVMs below a process (psutil.Process objects; e.g. make -> destination ->
-    spark-submit's java, or a destination's on-demand engine)."""
+def jvms_below(root_pid: int, main_class: str) -> list:
+    """The Spark JVMs running `main_class` below a process (psutil.Process objects). Processes
+    that end while we look are skipped, and so is spark-class's launcher step: a short java
+    (org.apache.spark.launcher.Main) run with the same arguments to build the real command."""
     import psutil
 
     out = []
@@ -126,8 +127,12 @@ def spark_jvms_below(root_pid: int) -> list:
             cmdline = " ".join(p.cmdline())
         except psutil.Error:  # a launcher step that already exited (zombie or gone)
             continue
-        # spark-class first runs a short java (org.apache.spark.launcher.Main) with the same arguments
-        # to build the real command: that one is not the engine.
-        if "SparkConnectServer" in cmdline and "org.apache.spark.launcher.Main" not in cmdline:
+        if main_class in cmdline and "org.apache.spark.launcher.Main" not in cmdline:
             out.append(p)
     return out
+
+
+def spark_jvms_below(root_pid: int) -> list:
+    """The Spark Connect JVMs below a process (e.g. make -> destination -> spark-submit's java, or a
+    destination's on-demand engine)."""
+    return jvms_below(root_pid, "SparkConnectServer")

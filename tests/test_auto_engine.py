@@ -20,7 +20,7 @@ import pytest
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, table
 from testkit.cluster import pid_alive
-from testkit.delta_read import delta_properties, delta_version, last_operation, read_delta_table
+from testkit.delta_read import delta_properties, delta_version, last_operation, read_delta_table, recent_operations
 from testkit.server_process import spark_jvms_below
 from delta_destination.core.api import DeltaCore
 from delta_destination.core.catalog import TableRef
@@ -95,13 +95,6 @@ def spark_children(pid: int) -> list[int]:
     return [p.pid for p in spark_jvms_below(pid)]
 
 
-def history_operations(path: str, n: int) -> list[str]:
-    """The operations of the table's last `n` commits, oldest first."""
-    from deltalake import DeltaTable
-
-    return [c.get("operation", "") for c in reversed(DeltaTable(path).history(n))]
-
-
 def served(log_path, table_name: str) -> list[str]:
     """The engine part of the write log lines for a table, in order."""
     import json
@@ -139,7 +132,7 @@ def test_default_engine_moves_a_table_past_the_budget_to_spark_and_both_engines_
     assert "delta.enableDeletionVectors" not in delta_properties(path)   # Sail created it: plain Delta
     assert stub.WriteBatch(write_request("s", WIDE, replace=[batch_file(tmp_path, WIDE, rows(range(10), "c"))])).success
     # Spark's first MERGE into it: deletion vectors turned on (metadata only), then one commit of the rows.
-    assert delta_version(path) == v0 + 2 and history_operations(path, 2) == ["SET TBLPROPERTIES", "MERGE"]
+    assert delta_version(path) == v0 + 2 and recent_operations(path, 2) == ["SET TBLPROPERTIES", "MERGE"]
     assert delta_properties(path)["delta.enableDeletionVectors"] == "true"
     assert "turning deletion vectors on before its first rewrite on Apache Spark" in log.read_text()
     jvms = spark_children(srv.proc.pid)
@@ -209,7 +202,7 @@ def test_a_merge_opened_on_sail_moves_to_spark_when_the_batch_passes_the_budget(
         result = core.writer.write(tight, "s", "items", lambda t: upserts(list(range(990, 1010)), "b"))
     # the rows in one commit, after the metadata-only commit that turns deletion vectors on
     assert result.committed and delta_version(path) == v0 + 2
-    assert history_operations(path, 2) == ["SET TBLPROPERTIES", "MERGE"]
+    assert recent_operations(path, 2) == ["SET TBLPROPERTIES", "MERGE"]
     assert any("moving the request to Apache Spark" in r.getMessage() for r in caplog.records)
     assert any(r.getMessage().startswith("WriteBatch s.items") and ", engine spark (the MERGE into" in r.getMessage()
                for r in caplog.records)

@@ -34,6 +34,7 @@ from testkit.cluster import (
     read_env,
 )
 from testkit.polling import Poller
+from testkit.server_process import jvms_below
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,7 +70,7 @@ def listening_addresses(pid: int) -> set[str]:
     for p in [root, *root.children(recursive=True)]:
         try:
             conns = p.net_connections(kind="inet")
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        except psutil.NoSuchProcess:   # (a zombie is one too)
             if p.pid == pid:
                 raise
             continue
@@ -87,13 +88,7 @@ def test_every_part_runs_and_listens_on_loopback_only(cluster):
         assert addrs <= {"127.0.0.1", "::ffff:127.0.0.1"}, f"{name} listens on {addrs}"
     # Two executors, one per worker, each a JVM of its own under its worker.
     for worker in ("worker1", "worker2"):
-        children = []
-        for p in psutil.Process(pids[worker]).children(recursive=True):
-            try:
-                if p.name() == "java" and "org.apache.spark.launcher.Main" not in " ".join(p.cmdline()):
-                    children.append(p)
-            except psutil.Error:  # ended while we looked
-                continue
+        children = jvms_below(pids[worker], "CoarseGrainedExecutorBackend")
         assert len(children) == 1, (worker, children)
 
 
