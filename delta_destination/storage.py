@@ -211,22 +211,21 @@ class Storage:
         a few threads at once: pyarrow's Parquet writer is single-threaded per file and
         releases the GIL, and on an object store each part is its own upload."""
         import io
+        import itertools
         from concurrent.futures import ThreadPoolExecutor
 
         import pyarrow.parquet as pq
 
         self.make_private_dir(location)
 
-        def write(numbered: tuple[int, pa.Table]) -> None:
-            i, part = numbered
+        def write(i: int, part: pa.Table) -> None:
             buf = io.BytesIO()
             pq.write_table(part, buf, coerce_timestamps="us", allow_truncated_timestamps=False,
                            compression=self.staging_compression)
             self.write_bytes(f"{location.rstrip('/')}/part-{i:05d}.parquet", buf.getvalue())
 
         with ThreadPoolExecutor(max_workers=PARQUET_PART_WRITERS, thread_name_prefix="stage-parquet") as pool:
-            for _ in pool.map(write, enumerate(parts)):
-                pass
+            list(pool.map(write, itertools.count(), parts))   # list(): the first error is raised
 
     def delete_table_files(self, location: str) -> None:
         """A table's files, its log last: while the data files go, the log still says what the

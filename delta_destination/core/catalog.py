@@ -125,10 +125,10 @@ class Catalog:
         configuration = table_configuration(t.warehouse, t.ref.location)
         if configuration is None or configuration.get(DELETION_VECTORS, "").lower() == "true":
             return
-        log.info(f"{t.display}: turning deletion vectors on before its first rewrite on Apache Spark "
-                 f"(a MERGE then marks replaced rows instead of copying every file it touches)")
         if guard is not None:
             guard()
+        log.info(f"{t.display}: turning deletion vectors on before its first rewrite on Apache Spark "
+                 f"(a MERGE then marks replaced rows instead of copying every file it touches)")
         self.set_properties(t.eng, t.ref, {DELETION_VECTORS: "true"})
 
     # ---- locating and locking ------------------------------------------------------------
