@@ -9,6 +9,13 @@ import sys
 
 from delta_destination import frozen
 
+if sys.argv[1:2] == ["sail-engine"]:
+    # The binary started again as the destination's embedded engine (engines/sail_engine.py):
+    # a normal installation runs `python -m delta_destination.engines.sail_engine` instead.
+    from delta_destination.engines.sail_engine import main as engine_main
+
+    sys.exit(engine_main(sys.argv[2:]))
+
 frozen.prepare()
 
 from delta_destination.fivetran.main import main  # noqa: E402 - after frozen.prepare()

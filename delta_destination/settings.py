@@ -34,9 +34,11 @@ DEFAULT_MEMORY_BUDGET_GB = 4.0   # or half the machine's RAM when that is less (
 MEMORY_BUDGET_ENV = "DELTA_DESTINATION_MEMORY_BUDGET_GB"
 
 TEXT, CHOICE, NUMBER, BOOL = "text", "choice", "number", "bool"
-# Which surfaces show a field: per-connection settings go everywhere; process settings only
-# on the command line of a long-running process.
-CONNECTION, PROCESS = "connection", "process"
+# Which surfaces show a field: per-connection settings go everywhere; runtime settings on every
+# door's process (the server's command line, an Airbyte config, a Conduit connector's settings;
+# not Fivetran's per-connection form); process settings only on the server's command line.
+CONNECTION, RUNTIME, PROCESS = "connection", "runtime", "process"
+DEFAULT_ENGINE_MAX_MEMORY_MB = 512   # docs/engine-memory.md
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ FIELDS: tuple[Field, ...] = (
           aliases=("warehouse_path",), placeholder="s3://lakehouse/fivetran"),
     Field("engine", "Engine", "auto: embedded Sail, and the local Apache Spark engine (started when needed) for "
           "what Sail cannot serve: a MERGE over the memory budget, upkeep, a catalog; Sail only where there is no "
-          "JVM. sail: embedded Sail inside the destination (no JVM). spark: Apache Spark + Delta Lake, a local "
+          "JVM. sail: embedded Sail only (a process the destination supervises; no JVM). spark: Apache Spark + Delta Lake, a local "
           "child JVM, or the server at spark_remote.", kind=CHOICE, default="auto", choices=ENGINES),
     Field("spark_remote", "Spark Connect URL", "sc://host:port of a Spark Connect + Delta server (a cluster); "
           "empty: the engine runs in or next to the destination.", aliases=("spark.remote",),
@@ -95,15 +97,68 @@ FIELDS: tuple[Field, ...] = (
           minimum=0),
     Field("upkeep_idle_minutes", "Upkeep idle time (minutes)", "Periodic upkeep skips tables written less than this "
           "long ago.", kind=NUMBER, default="10", scope=PROCESS, minimum=0),
-    Field("spark_idle_minutes", "Spark idle time (minutes)", "With engine auto: stop the local Apache Spark engine "
-          "after this long without work (0 = keep it once started).", kind=NUMBER, default="10", scope=PROCESS,
-          minimum=0),
     Field("vacuum_retention_hours", "VACUUM retention (hours)", "VACUUM keeps files removed less than this long ago "
           "(minimum and default: Delta's 168).", kind=NUMBER, default="168", scope=PROCESS, minimum=168),
+    # Runtime settings: how a door's process runs its engines and shows its state (every door).
+    Field("spark_idle_minutes", "Spark idle time (minutes)", "With engine auto: stop the local Apache Spark engine "
+          "after this long without work (0 = keep it once started).", kind=NUMBER, default="10", scope=RUNTIME,
+          minimum=0),
+    Field("engine_max_memory_mb", "Embedded engine memory bound (MiB)", "Replace the embedded Sail engine's process "
+          "between requests once its resident memory passes this (never under a running request; 0 = never). Sail "
+          "keeps memory for every statement it runs, so this bounds the destination's memory over weeks.",
+          kind=NUMBER, default=str(DEFAULT_ENGINE_MAX_MEMORY_MB), env="DELTA_DESTINATION_ENGINE_MAX_MEMORY_MB",
+          scope=RUNTIME, minimum=0),
+    Field("engine_max_requests", "Embedded engine requests bound", "Also replace the embedded Sail engine's process "
+          "after it served this many requests (0 = no such bound).", kind=NUMBER, default="0", scope=RUNTIME,
+          minimum=0),
+    Field("metrics_port", "Metrics port", "Serve Prometheus metrics at /metrics on this port (every interface) or "
+          "host:port, e.g. 127.0.0.1:9464; empty: off.", env="DELTA_DESTINATION_METRICS_PORT", scope=RUNTIME,
+          placeholder="9464"),
 )
 BY_KEY = {f.key: f for f in FIELDS}
 ALIASES = {a: f.key for f in FIELDS for a in f.aliases}
 CONNECTION_FIELDS = tuple(f for f in FIELDS if f.scope == CONNECTION)
+RUNTIME_FIELDS = tuple(f for f in FIELDS if f.scope == RUNTIME)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How a door's process runs (the RUNTIME fields): one per process, unlike Settings, which a
+    Fivetran request's configuration may change."""
+
+    spark_idle_minutes: float = 10.0
+    engine_max_memory_mb: float = DEFAULT_ENGINE_MAX_MEMORY_MB
+    engine_max_requests: int = 0
+    metrics_port: str = ""
+
+    def __post_init__(self):
+        if self.metrics_port:
+            host, sep, port = self.metrics_port.rpartition(":")
+            if not port.isdigit() or not 0 < int(port) < 65536:
+                raise InvalidRequest("metrics_port must be a port number or host:port")
+
+
+def runtime_from_values(values: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> Runtime:
+    """The runtime fields of a door's config (over their environment variables and defaults);
+    messages name the key."""
+    out: dict[str, Any] = {}
+    for f in RUNTIME_FIELDS:
+        raw = values.get(f.key)
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            raw = environ.get(f.env, "") if f.env else ""
+        if isinstance(raw, str) and not raw.strip():
+            raw = f.default
+        if f.kind == NUMBER:
+            try:
+                number = float(raw)
+            except (TypeError, ValueError):
+                raise InvalidRequest(f"{f.key} must be a number") from None
+            if isinstance(raw, bool) or (f.minimum is not None and number < f.minimum):
+                raise InvalidRequest(f"{f.key} must be a number of at least {f.minimum:g}")
+            out[f.key] = int(number) if f.key == "engine_max_requests" else number
+        else:
+            out[f.key] = str(raw).strip()
+    return Runtime(**out)
 
 
 @dataclass(frozen=True)
@@ -246,7 +301,7 @@ def add_flags(parser, scope: str = CONNECTION) -> None:
     for f in FIELDS:
         if f.flag is None or (scope == CONNECTION and f.scope != CONNECTION):
             continue
-        default = None if f.scope == CONNECTION else float(f.default)
+        default = None if f.scope != PROCESS else float(f.default)
         kwargs: dict[str, Any] = {"default": default, "help": f.help + (f" (env {f.env})" if f.env else "")}
         if f.kind == CHOICE:
             kwargs["choices"] = f.choices
@@ -291,7 +346,7 @@ def markdown_table() -> str:
     rows = ["| key (every door) | flag | environment | default | meaning |", "|---|---|---|---|---|"]
     for f in FIELDS:
         flag = f"`{f.flag}`" if f.flag else "(none: secret)"
-        where = " (server only)" if f.scope == PROCESS else ""
+        where = {PROCESS: " (server only)", RUNTIME: " (per process)"}.get(f.scope, "")
         secret = " **Secret**: never logged." if f.secret else ""
         aliases = f" Also read as {', '.join(f'`{a}`' for a in f.aliases)}." if f.aliases else ""
         rows.append(f"| `{f.key}`{where} | {flag} | {f'`{f.env}`' if f.env else ''} | {f'`{f.default}`' if f.default else ''} "

@@ -35,12 +35,13 @@ class RunningServer:
     """A destination server subprocess, as Fivetran would launch it."""
 
     def __init__(self, warehouse: Path, log_path: Path, extra_args=(), env=None, command=None, engine: str | None = None,
-                 ready_timeout: float | None = 180.0, launcher=None):
+                 ready_timeout: float | None = 180.0, launcher=None, cwd: Path = ROOT):
         """`command`: the program to start (default: this Python running the Fivetran door),
         e.g. a PyInstaller binary; `--port` and `--warehouse` are added. `engine`: adds `--engine`.
         `launcher`: port -> the whole command line instead (e.g. `make run PORT=...`); it runs in
         its own process group, which stop() signals as a whole. `ready_timeout=None`: return at once,
-        without waiting for health SERVING (to act on a destination that is still starting)."""
+        without waiting for health SERVING (to act on a destination that is still starting). `cwd`:
+        where it runs (`python -m` imports the package of that checkout first)."""
         self.port = free_port()
         if engine:
             extra_args = ("--engine", engine, *extra_args)
@@ -57,7 +58,7 @@ class RunningServer:
             "--port", str(self.port), "--warehouse", str(warehouse), *extra_args]
         self.proc = subprocess.Popen(
             argv,
-            cwd=ROOT,
+            cwd=cwd,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
@@ -136,3 +137,19 @@ def spark_jvms_below(root_pid: int) -> list:
     """The Spark Connect JVMs below a process (e.g. make -> destination -> spark-submit's java, or a
     destination's on-demand engine)."""
     return jvms_below(root_pid, "SparkConnectServer")
+
+
+def sail_engines_below(root_pid: int) -> list:
+    """The Sail engine processes (engines/sail_engine.py) below a process, skipping any that end
+    while we look."""
+    import psutil
+
+    out = []
+    for p in psutil.Process(root_pid).children(recursive=True):
+        try:
+            cmdline = p.cmdline()
+        except psutil.Error:
+            continue
+        if any(part.endswith("sail_engine") or part == "sail-engine" for part in cmdline):
+            out.append(p)
+    return out

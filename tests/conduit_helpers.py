@@ -168,7 +168,7 @@ def _engine_only(warehouse: str, total: int, batch: int) -> None:
     from delta_destination.conduit.tables import BatchWriter
 
     cfg = parse_config(connector_config(Path(warehouse), table="backlog"))
-    core = make_core(cfg.settings)
+    core = make_core(cfg)
     writer = BatchWriter(core, cfg, make_epochs(core, cfg, "engine-only"), lambda: None, {})
     me, peak, done = psutil.Process(), [0], threading.Event()
 

@@ -233,15 +233,14 @@ def test_a_column_spark_adds_under_auto_is_written_by_sail_afterwards(tmp_path, 
 
 
 def test_an_idle_on_demand_spark_engine_is_stopped_but_never_under_a_request(tmp_path, auto_engines):
-    if not auto_engines.local_spark_pids():  # alone: start it as auto would
-        auto_engines.get(Settings.create(str(tmp_path / "wh"), engine="spark"), on_demand=True)
+    spark = Settings.create(str(tmp_path / "wh"), engine="spark")
+    with auto_engines.lease(spark, on_demand=True):    # started as auto would (when not running yet)
+        pass
     (pid,) = auto_engines.local_spark_pids()
-    session = auto_engines.get(Settings.create(str(tmp_path / "wh"), engine="spark"), on_demand=True)
     auto_engines.idle_seconds = 0.01
-    session.hold()                      # a request is running on it
-    time.sleep(0.05)
-    assert auto_engines.stop_idle() == [] and pid_alive(pid)
-    session.release()
+    with auto_engines.lease(spark, on_demand=True):    # a request is running on it
+        time.sleep(0.05)
+        assert auto_engines.stop_idle() == [] and pid_alive(pid)
     time.sleep(0.05)
     assert auto_engines.stop_idle() == [pid]
     assert not pid_alive(pid) and auto_engines.local_spark_pids() == []

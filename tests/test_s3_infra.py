@@ -36,8 +36,8 @@ SPARK_S3_CONF = {
 
 @pytest.fixture(scope="module")
 def s3_env(s3_server):
-    """The engines of this module read the standard AWS variables: embedded Sail in this
-    process, the Spark JVM as its inherited environment (readable by its owner only)."""
+    """The engines of this module read the standard AWS variables: the Sail engine process and the
+    Spark JVM as their inherited environment (readable by their owner only)."""
     with pytest.MonkeyPatch.context() as mp:
         for k, v in s3_server.env().items():
             mp.setenv(k, v)
@@ -60,10 +60,11 @@ def spark(s3_env):
 
 @pytest.fixture(scope="module")
 def sail(s3_env):
-    from delta_destination.engines.sail import EmbeddedSail
+    from delta_destination.engines.sail import SailProcess, sail_environment
     from delta_destination.engines.session import connect
+    from delta_destination.storage import StorageOptions
 
-    engine = EmbeddedSail()
+    engine = SailProcess(sail_environment(StorageOptions()))
     try:
         session = connect(engine.url, {})
         yield session

@@ -187,7 +187,8 @@ def test_a_stopped_destination_starts_no_engine():
     engines.stop()
     for engine in ("spark", "sail"):
         with pytest.raises(EngineUnavailable, match="stopping"):
-            engines.get(Settings.create("/tmp/unused-warehouse", engine))
+            with engines.lease(Settings.create("/tmp/unused-warehouse", engine)):
+                pass
     assert not engines.answers(Settings.create("/tmp/unused-warehouse", "spark"))
 
 

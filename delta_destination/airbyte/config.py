@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import InvalidRequest
-from ..settings import BOOL, BY_KEY, CHOICE, CONNECTION_FIELDS, NUMBER, Field, Settings, from_environment, from_values, \
-    normalise_keys
+from ..settings import BOOL, BY_KEY, CHOICE, CONNECTION_FIELDS, NUMBER, RUNTIME_FIELDS, Field, Runtime, Settings, \
+    from_environment, from_values, normalise_keys, runtime_from_values
 from .errors import ConfigInvalid
 
 DOCS_URL = "https://github.com/fivetran-delta-destination/fivetran-delta-destination/blob/main/docs/airbyte.md"
@@ -59,9 +59,10 @@ DOOR_PROPERTIES = {
 
 
 def connection_specification() -> dict:
-    """The settings schema's connection fields (same keys as every surface), then this door's own."""
+    """The settings schema's connection and runtime fields (same keys as every surface), then this
+    door's own."""
     props: dict[str, dict] = {}
-    for i, f in enumerate(CONNECTION_FIELDS):
+    for i, f in enumerate(CONNECTION_FIELDS + RUNTIME_FIELDS):
         props[f.key] = schema_property(f, i)
     for j, (key, prop) in enumerate(DOOR_PROPERTIES.items(), start=len(props)):
         props[key] = {**prop, "order": j}
@@ -96,6 +97,7 @@ class DestinationConfig:
     buffer_bytes: int = DEFAULT_BUFFER_BYTES
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     flush_interval_seconds: float = DEFAULT_FLUSH_SECONDS
+    runtime: Runtime = Runtime()   # how this run's process runs its engines (settings.RUNTIME_FIELDS)
 
 
 def _number(raw: Mapping[str, Any], key: str, default, kind, minimum):
@@ -116,7 +118,7 @@ def parse_config(raw: Any) -> DestinationConfig:
     warehouse = values.get("warehouse")
     if not isinstance(warehouse, str) or not warehouse.strip():
         raise ConfigInvalid("config field 'warehouse' is required")
-    for f in CONNECTION_FIELDS:
+    for f in CONNECTION_FIELDS + RUNTIME_FIELDS:
         v = values.get(f.key)
         if v is None:
             continue
@@ -127,6 +129,7 @@ def parse_config(raw: Any) -> DestinationConfig:
         raise ConfigInvalid("config field 'default_schema' must be a string")
     try:
         settings = from_values({**from_environment(), **{k: v for k, v in values.items() if k in BY_KEY and v != ""}})
+        runtime = runtime_from_values(values)
     except InvalidRequest as exc:
         raise ConfigInvalid(exc.message) from exc
     return DestinationConfig(
@@ -135,6 +138,7 @@ def parse_config(raw: Any) -> DestinationConfig:
         buffer_bytes=_number(raw, "buffer_bytes", DEFAULT_BUFFER_BYTES, int, 1),
         max_record_bytes=_number(raw, "max_record_bytes", DEFAULT_MAX_RECORD_BYTES, int, 1024),
         flush_interval_seconds=_number(raw, "flush_interval_seconds", DEFAULT_FLUSH_SECONDS, float, 0),
+        runtime=runtime,
     )
 
 

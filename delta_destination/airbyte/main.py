@@ -11,10 +11,8 @@ import argparse
 import sys
 from typing import Optional
 
-from .. import lineage, logs
-from .. import errors
-from ..core.api import DeltaCore
-from ..engines.session import Engines
+from .. import errors, logs, metrics
+from ..doors.runtime import open_core
 from ..process_exit import exit_now
 from .catalog import is_staging_table, plan_catalog
 from .config import load_json_file, parse_config, spec
@@ -65,26 +63,34 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def check(out: Output, core: DeltaCore, config_path: str) -> int:
+def check(out: Output, config_path: str) -> int:
     """Bad config or an unusable warehouse/engine is FAILED with a reason (exit 0)."""
     try:
         config = parse_config(load_json_file(config_path, "config"))
-        failure = core.probe(config.settings)
+        runtime = open_core("airbyte", config.runtime, working_table=is_staging_table)
+        try:
+            failure = runtime.core.probe(config.settings)
+        finally:
+            runtime.close()
     except errors.DestinationError as exc:
         failure = exc.message
     out.write(connection_status(failure is None, failure))
     return 0
 
 
-def write(out: Output, core: DeltaCore, config_path: str, catalog_path: str, stdin) -> int:
+def write(out: Output, config_path: str, catalog_path: str, stdin) -> int:
     config = parse_config(load_json_file(config_path, "config"))
     catalog = load_json_file(catalog_path, "catalog")
     if not isinstance(catalog, dict):
         raise CatalogInvalid("the catalog is not a JSON object")
     plans = plan_catalog(catalog, config.default_schema)
     log.info(f"write: {len(plans)} streams, engine {config.settings.engine_label}")
-    sync = Sync(core, config, plans, out.write)
-    sync.run(read_lines(stdin, max(config.flush_interval_seconds, 0.05), sync.idle))
+    runtime = open_core("airbyte", config.runtime, working_table=is_staging_table)
+    try:
+        sync = Sync(runtime.core, config, plans, out.write)
+        sync.run(read_lines(stdin, max(config.flush_interval_seconds, 0.05), sync.idle))
+    finally:
+        runtime.close()   # a short-lived process: queued lineage events are sent before it ends
     return 0
 
 
@@ -101,24 +107,21 @@ def run(argv: Optional[list] = None) -> int:
     out = Output.take_stdout()
     logs.install(LogHandler(out))
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    engines = Engines()
-    core = DeltaCore(engines, door="airbyte")
-    core.events.working_table = is_staging_table  # lineage names the real tables only
-    lineage_events = lineage.attach(core)  # commit log lines with URIs; OpenLineage/Airflow when configured
     try:
         if args.command == "spec":
             out.write(spec_message(spec()))
-            return 0
-        if args.command == "check":
-            return check(out, core, args.config)
-        return write(out, core, args.config, args.catalog, sys.stdin.buffer)
+            code = 0
+        elif args.command == "check":
+            code = check(out, args.config)
+        else:
+            code = write(out, args.config, args.catalog, sys.stdin.buffer)
+        metrics.request_finished("airbyte", args.command, "success")
+        return code
     except BaseException as exc:  # noqa: BLE001 - every failure is answered as a TRACE
         if isinstance(exc, SystemExit):
             raise
+        metrics.request_finished("airbyte", args.command, failure_type(exc))
         return answer_error(out, exc)
-    finally:
-        lineage_events.close(timeout=5.0)  # a short-lived process: send queued events before exit
-        engines.stop()
 
 
 if __name__ == "__main__":

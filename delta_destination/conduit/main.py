@@ -52,22 +52,18 @@ def install(directory: str, name: str = NAME) -> Path:
     return path
 
 
-def make_core(settings):
+def make_core(cfg):
     """The core and its engine, started when a connector opens (not for Specify or a config check)."""
-    from .. import lineage
-    from ..core.api import DeltaCore
-    from ..engines.session import Engines
+    from ..doors.runtime import open_core
 
-    engines = Engines()
-    core = DeltaCore(engines, door="conduit")
-    _ENGINES.append(engines)
-    _LINEAGE.append(lineage.attach(core))  # commit log lines with URIs; OpenLineage/Airflow when configured
-    engines.get(settings)
-    return core
+    runtime = open_core("conduit", cfg.runtime)
+    _RUNTIMES.append(runtime)
+    with runtime.engines.lease(cfg.settings):   # started now (or the Open fails): the first batch does not wait
+        pass
+    return runtime.core
 
 
-_ENGINES: list = []
-_LINEAGE: list = []
+_RUNTIMES: list = []
 
 
 def serve(env: dict, host: HostWatch) -> int:
@@ -105,10 +101,8 @@ def serve(env: dict, host: HostWatch) -> int:
     log.info("shutting down")
     server.stop(0.2)
     def stop_all():
-        for handle in _LINEAGE:
-            handle.close(timeout=1.0)
-        for engines in _ENGINES:
-            engines.stop()
+        for runtime in _RUNTIMES:
+            runtime.close(lineage_timeout=1.0)
 
     stopper = threading.Thread(target=stop_all, daemon=True)
     stopper.start()

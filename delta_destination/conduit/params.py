@@ -11,8 +11,8 @@ from typing import Mapping, Optional
 
 from ..errors import InvalidRequest
 from ..names import check_column_name, check_path_name
-from ..settings import BOOL as SCHEMA_BOOL, BY_KEY, CHOICE, CONNECTION_FIELDS, NUMBER, Field, Settings, \
-    from_environment, from_values, normalise_keys
+from ..settings import BOOL as SCHEMA_BOOL, BY_KEY, CHOICE, CONNECTION_FIELDS, NUMBER, RUNTIME_FIELDS, Field, Runtime, \
+    Settings, from_environment, from_values, normalise_keys, runtime_from_values
 from .errors import InvalidConfig
 
 STRING, INT, FLOAT, BOOL, DURATION = "string", "int", "float", "bool", "duration"
@@ -39,7 +39,7 @@ def schema_param(f: Field) -> Param:
                  choices=choices)
 
 
-PARAMS: tuple[Param, ...] = tuple(schema_param(f) for f in CONNECTION_FIELDS) + (
+PARAMS: tuple[Param, ...] = tuple(schema_param(f) for f in CONNECTION_FIELDS + RUNTIME_FIELDS) + (
     Param("schema", STRING, "conduit", "Schema (directory under the warehouse) that holds the tables."),
     Param("table", STRING, "", "Fixed table name for every record. Empty: the record's opencdc.collection metadata "
           "names the table (a record without it is nacked)."),
@@ -91,6 +91,7 @@ class ConnectorConfig:
     batch_delay: float                    # seconds, 0 = none
     buffer_records: int = BUFFER_BATCHES * 1000
     buffer_bytes: int = 64 * 1024 * 1024
+    runtime: Runtime = Runtime()          # how the connector's process runs its engine (settings.RUNTIME_FIELDS)
 
 
 def parse_config(raw: Mapping[str, str]) -> ConnectorConfig:
@@ -127,6 +128,7 @@ def parse_config(raw: Mapping[str, str]) -> ConnectorConfig:
         raise InvalidConfig("setting 'sdk.batch.delay' must be a duration like 500ms or 2s") from None
     try:
         settings = from_values({**from_environment(), **{k: v for k, v in values.items() if k in BY_KEY and v != ""}})
+        runtime = runtime_from_values(values)
         schema = check_path_name("schema", values["schema"])
         table = check_path_name("table", values["table"]) if values["table"] else None
         key_column = check_column_name(values["key.column"])
@@ -134,4 +136,4 @@ def parse_config(raw: Mapping[str, str]) -> ConnectorConfig:
     except InvalidRequest as exc:
         raise InvalidConfig(f"invalid setting: {exc.message}") from None
     return ConnectorConfig(settings, schema, table, key_column, key_fields, size, delay, buffer_records,
-                           ints["buffer.bytes"])
+                           ints["buffer.bytes"], runtime)

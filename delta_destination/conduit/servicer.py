@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 import grpc
 
-from .. import logs
+from .. import logs, metrics
 from .. import errors
 from ..grpc_status import grpc_status
 from ._proto import destination_pb2 as dpb, destination_pb2_grpc, grpc_controller_pb2, grpc_controller_pb2_grpc
@@ -42,14 +42,21 @@ def rpc(fn):
 
     @functools.wraps(fn)
     def inner(self, request, context):
+        outcome = "internal"
         try:
-            return fn(self, request, context)
+            response = fn(self, request, context)
+            outcome = "success"
+            return response
         except errors.DestinationError as exc:
             log.error(f"{name} failed: {exc.message}")
-            context.abort(grpc_status(exc), exc.message)
+            code = grpc_status(exc)
+            outcome = code.name.lower()
+            context.abort(code, exc.message)
         except Exception as exc:  # noqa: BLE001 - never leak internals or values
             log.error(f"{name} failed with an unexpected {type(exc).__name__}")
             context.abort(grpc.StatusCode.INTERNAL, f"{name} failed: unexpected {type(exc).__name__}")
+        finally:
+            metrics.request_finished("conduit", name, outcome)
 
     return inner
 
@@ -66,7 +73,7 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
 
     def __init__(self, env: dict, core_factory: Callable, host: HostWatch):
         self.env = env
-        self.core_factory = core_factory      # settings -> (DeltaCore, engines); imports the engine lazily
+        self.core_factory = core_factory      # ConnectorConfig -> DeltaCore; imports the engine lazily
         self.host = host
         self.cfg: Optional[ConnectorConfig] = None
         self.core = None
@@ -90,7 +97,7 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
         from .schemas import SchemaService, TARGET_ENV, TOKEN_ENV
         from .tables import BatchWriter
 
-        self.core = self.core_factory(self.cfg.settings)
+        self.core = self.core_factory(self.cfg)
         target = self.env.get(TARGET_ENV)
         self.schemas = SchemaService(target, self.env.get(TOKEN_ENV, "")) if target else None
         epochs = make_epochs(self.core, self.cfg, self.env.get("CONDUIT_CONNECTOR_ID", ""))
@@ -114,6 +121,7 @@ class DestinationServicer(destination_pb2_grpc.DestinationPluginServicer):
                     err = next(written)
                 acks.append(Ack(bytes(rec.position), nack_message(err) if err is not None else ""))
             bad = sum(1 for a in acks if a.error)
+            metrics.request_finished("conduit", "batch", "nack" if bad else "success")
             if bad:
                 log.error(f"batch of {len(acks)} records: {bad} nacked (first: {next(a.error for a in acks if a.error)})")
             return acks
@@ -229,8 +237,8 @@ def make_epochs(core, cfg: ConnectorConfig, connector_id: str):
         return warehouse, warehouse.table_location(schema, table)
 
     def read_values(table: str) -> list[str]:
-        return core.engines.get(settings).property_values(f"read the writer epoch of {schema}.{table}",
-                                                          locate(table)[1], key)
+        with core.engines.lease(settings) as eng:
+            return eng.property_values(f"read the writer epoch of {schema}.{table}", locate(table)[1], key)
 
     def set_value(table: str, value: str) -> None:
         core.tables.set_property(settings, schema, table, key, value)

@@ -43,7 +43,8 @@ class DeltaCore:
 
     def describe(self, settings: Settings, schema: str, table: str) -> Optional[TableSchema]:
         ref = self._catalog.locate(settings, schema, table)
-        return self._catalog.describe(self._catalog.session(settings), ref)
+        with self._catalog.session(settings) as eng:
+            return self._catalog.describe(eng, ref)
 
     def migrate(self, settings: Settings, details: MigrationDetails) -> str:
         """One Migrate operation: SUCCESS or UNSUPPORTED; raises typed errors."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Optional
 
 from ..engines.choice import EngineChoice, base_choice, merge_choice, should_prestart, spark_installed, upkeep_choice
@@ -22,7 +22,7 @@ from ..engines.session import Engines
 from ..errors import InvalidRequest, TableNotFound
 from ..settings import Settings
 from ..warehouse import Warehouse, name_of_component
-from .. import logs
+from .. import logs, metrics
 from . import metadata
 from .events import Events, TableOutcome
 from .delta_log import table_configuration
@@ -62,6 +62,7 @@ class OpenTable:
     table: Optional[TableSchema]
     choice: EngineChoice        # which engine serves it and why (engines/choice.py)
     size: Optional[TableSize] = None  # the table's live files when auto measured it at opening (None: not measured)
+    leases: ExitStack = field(default_factory=ExitStack)  # engines leased on the way (move_to_spark), ended at closing
 
     @property
     def display(self) -> str:
@@ -97,17 +98,20 @@ class Catalog:
         """The engine of an operation that measures no table (engines/choice.py)."""
         return (upkeep_choice if upkeep else base_choice)(settings, spark_installed())
 
-    def session(self, settings: Settings, upkeep: bool = False) -> EngineSession:
+    @contextmanager
+    def session(self, settings: Settings, upkeep: bool = False) -> Iterator[EngineSession]:
+        """The engine of an operation that opens no table (a lease: see Engines.lease)."""
         choice = self.choose(settings, upkeep)
-        return self.engines.get(choice.settings(settings), on_demand=choice.auto)
+        with self.engines.lease(choice.settings(settings), on_demand=choice.auto) as eng:
+            yield eng
 
     def move_to_spark(self, t: "OpenTable", choice: EngineChoice) -> None:
         """An opened table's operation continues on the local Spark engine (auto, before anything
         was written: the memory guard found the MERGE too big for Sail)."""
         log.info(f"{t.display}: moving the request to Apache Spark: {choice.reason}")
+        metrics.engine_chosen(choice.engine, choice.code)
         t.settings = choice.settings(t.settings)
-        t.eng = self.engines.get(t.settings, on_demand=True)
-        t.eng.hold()
+        t.eng = t.leases.enter_context(self.engines.lease(t.settings, on_demand=True))
         t.choice = choice
 
     def prepare_spark_rewrite(self, t: "OpenTable", guard: Optional[Callable[[], None]] = None) -> None:
@@ -163,20 +167,19 @@ class Catalog:
         ref = self.locate(settings, schema, table)
         with self.locked(ref, *also):
             choice, size = self._choose_for(settings, ref)
+            metrics.engine_chosen(choice.engine, choice.code)
             settings = choice.settings(settings)
-            eng = self.engines.get(settings, on_demand=choice.auto)
-            with eng.in_use(), self._operation(operation, ref) as outcome:
+            with self.engines.lease(settings, on_demand=choice.auto) as eng, self._operation(operation, ref) as outcome:
                 current = self.require(eng, ref) if require else self.describe(eng, ref)
                 if current is not None:
                     outcome.columns = current.columns
                 t = OpenTable(settings, ref, eng, outcome, current, choice, size)
-                try:
-                    yield t
-                finally:
-                    if t.eng is not eng:  # moved to Spark on the way (move_to_spark holds its session)
-                        t.eng.release()
-                    if t.choice.auto and t.eng.name == "spark":
-                        self._refresh_sail_entries(ref)
+                with t.leases:   # moved to Spark on the way: that lease ends here
+                    try:
+                        yield t
+                    finally:
+                        if t.choice.auto and t.eng.name == "spark":
+                            self._refresh_sail_entries(ref)
 
     def _refresh_sail_entries(self, ref: TableRef) -> None:
         """After auto ran an operation on Spark: Sail's sessions drop their catalog entry of the table,

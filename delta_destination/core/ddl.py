@@ -203,7 +203,9 @@ class Tables:
         validate_columns(target)
         cat = self.catalog
         ref = cat.locate(settings, schema_name, target.name)
-        if cat.describe(cat.session(settings), ref) is None:
+        with cat.session(settings) as eng:
+            missing = cat.describe(eng, ref) is None
+        if missing:
             self.create(settings, schema_name, target)
         with cat.opened(settings, schema_name, target.name, "ReplaceContents") as t:
             select = recast_select_sql(t.eng.table_name(source_location), target.columns)
@@ -251,8 +253,7 @@ class Tables:
         that needs one stores values that only grow)."""
         cat = self.catalog
         ref = cat.locate(settings, schema_name, table)
-        eng = cat.session(settings)
-        with cat.locked(ref):
+        with cat.session(settings) as eng, cat.locked(ref):
             return eng.property_values(f"read properties of {ref.display}", ref.location, key)
 
     # ---- truncate --------------------------------------------------------------------------

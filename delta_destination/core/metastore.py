@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, ContextManager
 
 from .. import logs
 from ..engines.engine_session import EngineSession
@@ -67,19 +67,19 @@ class Metastore:
             catalog_name("schema", schema)
             catalog_name("table", table)
 
-    def session(self, settings: Settings) -> EngineSession:
-        """A Spark engine whose catalog is the metastore (the local engine is started with it)."""
-        return self.engines.get(replace(settings, engine="spark"), on_demand=settings.engine == AUTO)
+    def session(self, settings: Settings) -> ContextManager[EngineSession]:
+        """A Spark engine whose catalog is the metastore (the local engine is started with it), leased."""
+        return self.engines.lease(replace(settings, engine="spark"), on_demand=settings.engine == AUTO)
 
     def register(self, settings: Settings, schema: str, table: str, location: str) -> None:
         """An external Delta table entry `schema.table` at `location` (a replay finds it there)."""
         if not self._applies(settings, schema, table):
             return
         db, name = catalog_name("schema", schema), catalog_name("table", table)
-        eng = self.session(settings)
-        eng.execute(f"register database {db} in the metastore", create_database_sql(db))
-        eng.execute(f"register table {db}.{name} in the metastore",
-                    register_external_sql(db, name, eng.path(location)))
+        with self.session(settings) as eng:
+            eng.execute(f"register database {db} in the metastore", create_database_sql(db))
+            eng.execute(f"register table {db}.{name} in the metastore",
+                        register_external_sql(db, name, eng.path(location)))
         log.info(f"table {schema}.{table} registered in the metastore as {db}.{name}")
 
     def unregister(self, settings: Settings, schema: str, table: str) -> None:
@@ -89,7 +89,8 @@ class Metastore:
         db, name = schema.lower(), table.lower()
         if not (METASTORE_NAME.match(schema) and METASTORE_NAME.match(table)):
             return  # never registered
-        self.session(settings).execute(f"unregister table {db}.{name} from the metastore", unregister_sql(db, name))
+        with self.session(settings) as eng:
+            eng.execute(f"unregister table {db}.{name} from the metastore", unregister_sql(db, name))
         log.info(f"table {schema}.{table} removed from the metastore")
 
     def moved(self, settings: Settings, schema: str, old: str, new: str, location: str) -> None:

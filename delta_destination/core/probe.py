@@ -31,27 +31,32 @@ def probe_warehouse(catalog, settings: Settings) -> Optional[str]:
         if not os.access(wh.root, os.W_OK | os.X_OK):
             return f"The warehouse directory {wh.root} is not writable by the destination."
     probe = wh.new_probe_location()
-    eng = None
     try:
-        eng = catalog.session(settings)
-        eng.create_table(probe, column_defs([Column("id", DataType.INT)]), eng.creation_properties())
-        name = eng.table_name(probe)
-        eng.execute("write the probe table", probe_insert_sql(name))
-        rows = eng.rows("read the probe table", select_sql(name, ["*"]))
-        if [r[0] for r in rows] != [1]:
-            return "The probe Delta table did not read back what was written."
-        return None
+        with catalog.session(settings) as eng:
+            try:
+                return write_and_read_probe(eng, probe)
+            finally:
+                try:
+                    eng.schema_changed(probe)
+                except Exception:  # noqa: BLE001 - best effort
+                    pass
     except DestinationError as exc:
         return exc.message
     except Exception as exc:  # noqa: BLE001 - reported to the user as a failed check
         return f"Writing a probe Delta table under {wh.root} failed ({type(exc).__name__})."
     finally:
-        if eng is not None:
-            try:
-                eng.schema_changed(probe)
-            except Exception:  # noqa: BLE001 - best effort
-                pass
         try:
             wh.delete_tree(probe)
         except Exception:  # noqa: BLE001 - a leftover probe is removed at the next start
             pass
+
+
+def write_and_read_probe(eng, probe: str) -> Optional[str]:
+    """Create, write and read the probe table at `probe`: None when it reads back what was written."""
+    eng.create_table(probe, column_defs([Column("id", DataType.INT)]), eng.creation_properties())
+    name = eng.table_name(probe)
+    eng.execute("write the probe table", probe_insert_sql(name))
+    rows = eng.rows("read the probe table", select_sql(name, ["*"]))
+    if [r[0] for r in rows] != [1]:
+        return "The probe Delta table did not read back what was written."
+    return None

@@ -83,33 +83,35 @@ class Upkeep:
     def run(self, settings: Settings, ref: TableRef, options: UpkeepOptions, wait: bool = True) -> UpkeepReport:
         report = UpkeepReport(ref.display, ref.location)
         started = time.monotonic()
-        eng = self.catalog.session(settings, upkeep=True)
         lock = self.catalog.lock(ref)
-        if not lock.acquire(blocking=wait):
-            report.skipped = "a write is in progress"
-            return report
-        eng.hold()
-        try:
-            if not self.catalog.exists(eng, ref):
-                raise TableNotFound(f"table {ref.display} does not exist")
-            steps = {
-                "compact": lambda action: eng.compact(action, ref.location),
-                "purge_deletion_vectors": lambda action: eng.purge_deletion_vectors(action, ref.location),
-                "vacuum": lambda action: eng.vacuum(action, ref.location, options.retention_hours),
-            }
-            for step in STEPS:
-                try:
-                    steps[step](f"{step.replace('_', ' ')} {ref.display}")
-                    report.done.append(step)
-                except UnsupportedOperation as exc:
-                    report.unsupported[step] = exc.message
-        finally:
-            eng.release()
-            lock.release()
-            self.catalog.forget(ref)
+        # The engine first (a local Spark JVM may have to start): the table stays writable meanwhile.
+        with self.catalog.session(settings, upkeep=True) as eng:
+            if not lock.acquire(blocking=wait):
+                report.skipped = "a write is in progress"
+                return report
+            try:
+                self._steps(eng, ref, options, report)
+            finally:
+                lock.release()
+                self.catalog.forget(ref)
         report.seconds = time.monotonic() - started
         log.info(f"upkeep {report.summary()}")
         return report
+
+    def _steps(self, eng, ref: TableRef, options: UpkeepOptions, report: UpkeepReport) -> None:
+        if not self.catalog.exists(eng, ref):
+            raise TableNotFound(f"table {ref.display} does not exist")
+        steps = {
+            "compact": lambda action: eng.compact(action, ref.location),
+            "purge_deletion_vectors": lambda action: eng.purge_deletion_vectors(action, ref.location),
+            "vacuum": lambda action: eng.vacuum(action, ref.location, options.retention_hours),
+        }
+        for step in STEPS:
+            try:
+                steps[step](f"{step.replace('_', ' ')} {ref.display}")
+                report.done.append(step)
+            except UnsupportedOperation as exc:
+                report.unsupported[step] = exc.message
 
 
 class PeriodicUpkeep:

@@ -38,6 +38,7 @@ class EngineChoice:
     engine: str       # "sail" or "spark"
     reason: str       # why, for the log line of the request
     auto: bool        # chosen by `auto` (a local Spark engine so started is stopped when idle)
+    code: str = "default"  # the reason as a short code, for metrics (never sizes or names)
 
     def settings(self, settings: Settings) -> Settings:
         """The request's settings with the chosen engine."""
@@ -70,15 +71,17 @@ def base_choice(settings: Settings, spark_available: bool) -> EngineChoice:
     """The engine for a request before any table is measured (connection checks, DDL,
     migrations, describing)."""
     if settings.engine != AUTO:
-        return EngineChoice(settings.engine, f"engine {settings.engine} is configured", False)
+        return EngineChoice(settings.engine, f"engine {settings.engine} is configured", False, "configured")
     if not spark_available:
-        return EngineChoice(SAIL, "no local Apache Spark engine is installed here (no JVM)", True)
+        return EngineChoice(SAIL, "no local Apache Spark engine is installed here (no JVM)", True, "no_jvm")
     if settings.catalog_uri:
-        return EngineChoice(SPARK, "tables are registered in the metastore, which only Apache Spark can do", True)
+        return EngineChoice(SPARK, "tables are registered in the metastore, which only Apache Spark can do", True,
+                            "catalog")
     try:
         SailDialect().check_warehouse_root(settings.warehouse)
     except InvalidRequest:
-        return EngineChoice(SPARK, "the warehouse path has characters embedded Sail cannot address", True)
+        return EngineChoice(SPARK, "the warehouse path has characters embedded Sail cannot address", True,
+                            "warehouse_path")
     return EngineChoice(SAIL, "embedded Sail serves tables within the memory budget", True)
 
 
@@ -86,7 +89,7 @@ def upkeep_choice(settings: Settings, spark_available: bool) -> EngineChoice:
     """Compaction, deletion-vector purges and VACUUM: Apache Spark where it can run."""
     base = base_choice(settings, spark_available)
     if base.auto and base.engine == SAIL and spark_available:
-        return EngineChoice(SPARK, "table upkeep (OPTIMIZE, REORG, VACUUM) needs Apache Spark", True)
+        return EngineChoice(SPARK, "table upkeep (OPTIMIZE, REORG, VACUUM) needs Apache Spark", True, "upkeep")
     return base
 
 
@@ -115,7 +118,7 @@ def merge_choice(base: EngineChoice, spark_available: bool, target_bytes: Option
         return base
     return EngineChoice(SPARK, f"the MERGE into {target_bytes / 2**20:.0f} MiB of Parquet is estimated at "
                                f"{estimate / 2**30:.1f} GB on Sail, over the memory budget of {budget / 2**30:.1f} GB",
-                        True)
+                        True, "merge_over_budget")
 
 
 def should_prestart(base: EngineChoice, spark_available: bool, target_bytes: Optional[int], budget: int) -> bool:

@@ -155,6 +155,12 @@ class SailDialect(Dialect):
 
     name = "sail"
 
+    def __init__(self, own_process: bool = False):
+        """`own_process`: the session's engine is a process of this destination's (supervised: it is
+        never restarted under the session), so a table registered once stays registered for the
+        session's life, and is not registered again before every statement."""
+        self._registered: set[str] | None = set() if own_process else None
+
     def check_warehouse_root(self, root: str) -> None:
         """Sail 0.7.2 percent-encodes some characters of a local table location (space,
         non-ASCII, `~`, `%`, `]`) and reads `[` as a glob: the log and the data files would land
@@ -191,18 +197,26 @@ class SailDialect(Dialect):
 
     def table_name(self, spark, location: str) -> str:
         ident = _registered_name(location)
-        # Issued every time (a catalog no-op when it exists): a restarted remote engine has
-        # lost its session catalog, and a cache here would not know.
+        if self._registered is not None and location in self._registered:
+            return ident
+        # On a remote engine issued every time (a catalog no-op when it exists): a restarted
+        # remote engine has lost its session catalog, and a cache here would not know.
         sql = register_table_sql(ident, location)
         run_engine("register table", lambda: spark.sql(sql).collect())
+        if self._registered is not None:
+            self._registered.add(location)
         return ident
 
     def schema_changed(self, spark, location: str) -> None:
         ident = _registered_name(location)
+        if self._registered is not None:
+            self._registered.discard(location)
         run_engine("refresh table", lambda: spark.sql(drop_table_sql(ident)).collect())
 
     def create_table(self, spark, location: str, columns_sql: str, properties: dict[str, str]) -> None:
         ident = _registered_name(location)
+        if self._registered is not None:
+            self._registered.discard(location)
         spark.sql(drop_table_sql(ident)).collect()  # a stale entry of a dropped table
         sql = create_table_sql(ident, columns_sql, properties, location=location)
         run_engine("create table", lambda: spark.sql(sql).collect())
@@ -371,5 +385,7 @@ def s3a_bucket_conf(bucket: str, options: StorageOptions) -> dict[str, str]:
 DIALECTS = {"sail": SailDialect, "spark": SparkDialect}
 
 
-def dialect_for(engine: str) -> Dialect:
-    return DIALECTS[engine]()
+def dialect_for(engine: str, own_process: bool = False) -> Dialect:
+    """The dialect of a session of `engine`; `own_process`: its engine is a supervised process of
+    this destination (SailDialect remembers its registrations)."""
+    return SailDialect(own_process) if engine == "sail" else DIALECTS[engine]()

@@ -89,6 +89,6 @@ def run_engine(action: str, fn: Callable[[], T], *, attempts: int = 5, base_dela
             if refusal:
                 raise UnsupportedTableFeature(f"{action}: {refusal}") from exc
             if is_unavailable(exc):
-                raise EngineUnavailable(f"{action}: the Spark engine is unavailable ({error_class(exc)})") from exc
+                raise EngineUnavailable(f"{action}: the engine is unavailable ({error_class(exc)}); the request can be retried") from exc
             raise EngineError(f"{action} failed in the Spark engine ({error_class(exc)})") from exc
     raise AssertionError("unreachable")

@@ -37,18 +37,22 @@ def command(program: list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid()), *program]
 
 
-def spawn_owned(program: list[str], *, name: str, cwd, env: dict, stdout) -> subprocess.Popen:
+def spawn_owned(program: list[str], *, name: str, cwd, env: dict, stdout, stderr=subprocess.STDOUT,
+                self_owned: bool = False) -> subprocess.Popen:
     """Start `program` under this launcher from a thread of its own that lives exactly as long
     as the child (the death signal follows the thread that forked, not the process), and return
     it once started. Its own process group (setpgid in C): a terminal's Ctrl-C reaches the
-    destination, which stops its children in order."""
+    destination, which stops its children in order. `self_owned`: the program asks for its
+    death signal itself, as this launcher would (the Sail engine, sail_engine.py), and is
+    started directly."""
     started = threading.Event()
     result: list = []
+    argv = program if self_owned else command(program)
 
     def own():
         try:
-            proc = subprocess.Popen(command(program), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
-                                    stderr=subprocess.STDOUT, process_group=0)
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
+                                    stderr=stderr, process_group=0)
         except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
             result.append(exc)
             started.set()

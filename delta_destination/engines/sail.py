@@ -1,42 +1,38 @@
-"""Sail: embedded in this process, or as a child process for a warehouse of its own.
+"""Sail engine processes: the environment each one gets, and starting and stopping one.
 
 Sail 0.7.2 reads object-store settings and credentials only from its process environment,
 and its credentials only once (the AWS SDK's default chain, kept for the process's life;
-per-session settings are ignored). So:
-- the embedded server (in this process, no JVM, starts in about a second) serves warehouses
-  reached with this process's own storage settings (the AWS_* environment, or none);
-- a warehouse whose settings say otherwise (another endpoint, other keys: a setup form, an
-  Airbyte config) is served by a Sail server in a child process whose environment holds exactly
-  those settings: one per distinct storage configuration, started on first use, dying with the
-  destination (launcher.py), its environment readable only by its owner (never on its command
-  line).
-Both refuse to spill query data (plaintext rows) to temporary files.
+per-session settings are ignored). So every distinct storage configuration gets Sail
+processes of its own (supervisor.py keeps one running per configuration and replaces it
+when it must): the configuration of this process's own environment (the AWS_* variables,
+or none), and each one a request's settings give otherwise (a setup form, an Airbyte
+config), whose values go into that child's environment, readable only by its owner and
+never on a command line.
 """
 from __future__ import annotations
 
 import os
+import select
+import signal
 import subprocess
 import sys
 import time
-from typing import Mapping
+from typing import Mapping, Optional
 
 from .. import logs
 from ..errors import EngineUnavailable
 from ..frozen import is_frozen
 from ..storage import StorageOptions
 from . import launcher
-from .spark_process import accepts_connections, free_loopback_port
+from .sail_engine import ENGINE_ENV, SUB_COMMAND
 
 log = logs.get(__name__)
 
-# The embedded engine must never spill query data (plaintext customer rows) to temporary
-# files: refuse spilling outright. Operators can override through the environment.
-# Its own log lines go to stderr (stdout belongs to the door); keep them to warnings.
-EMBEDDED_ENV = {"SAIL_RUNTIME__TEMPORARY_FILES__MAX_SIZE": "0", "RUST_LOG": "warn"}
 AWS_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
                  "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ALLOW_HTTP", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST",
                  "AWS_PROFILE")
 START_TIMEOUT = 60.0
+STOP_TIMEOUT = 10.0
 
 
 def environment_storage(environ: Mapping[str, str] = os.environ) -> StorageOptions:
@@ -47,12 +43,12 @@ def environment_storage(environ: Mapping[str, str] = os.environ) -> StorageOptio
                           session_token=environ.get("AWS_SESSION_TOKEN", ""))
 
 
-def served_by_embedded(options: StorageOptions, environ: Mapping[str, str] = os.environ) -> bool:
-    """Can the embedded server reach a warehouse with these settings? Yes when every setting
-    given is what this process's environment already says (path style follows the endpoint).
-    >>> served_by_embedded(StorageOptions(), {})
+def served_by_environment(options: StorageOptions, environ: Mapping[str, str] = os.environ) -> bool:
+    """Does this process's own environment reach a warehouse with these settings? Yes when
+    every setting given is what the environment already says (path style follows the endpoint).
+    >>> served_by_environment(StorageOptions(), {})
     True
-    >>> served_by_embedded(StorageOptions(endpoint="http://a:1"), {"AWS_ENDPOINT_URL": "http://b:1"})
+    >>> served_by_environment(StorageOptions(endpoint="http://a:1"), {"AWS_ENDPOINT_URL": "http://b:1"})
     False
     """
     env = environment_storage(environ)
@@ -61,65 +57,110 @@ def served_by_embedded(options: StorageOptions, environ: Mapping[str, str] = os.
     return all(not v or v == getattr(env, k) for k, v in given.items()) and options.path_style is not False
 
 
+def storage_identity(options: StorageOptions, environ: Mapping[str, str] = os.environ) -> str:
+    """Which Sail processes serve these settings: "" for this process's own environment."""
+    return "" if served_by_environment(options, environ) else options.identity()
+
+
 def sail_environment(options: StorageOptions, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """A child Sail's environment: this process's without its AWS settings, plus `options`."""
-    env = {k: v for k, v in environ.items() if k not in AWS_VARIABLES}
-    env.update(EMBEDDED_ENV)
-    env.update(options.environment())
-    if options.endpoint or options.path_style is not None:
-        env["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false" if options.effective_path_style else "true"
+    """A Sail process's environment: this process's own where it serves the settings, else
+    this process's without its AWS settings, plus `options`.
+    >>> env = sail_environment(StorageOptions(endpoint="http://s3:1"), {"AWS_REGION": "x", "HOME": "/h"})
+    >>> env["AWS_ENDPOINT_URL"], env["AWS_ALLOW_HTTP"], "AWS_REGION" in env, env["HOME"]
+    ('http://s3:1', 'true', False, '/h')
+    """
+    if served_by_environment(options, environ):
+        env = dict(environ)
+        # object_store refuses plain HTTP unless told; an http:// endpoint (S3-compatible stores on
+        # a private network) in the environment means it is wanted.
+        if env.get("AWS_ENDPOINT_URL", "").startswith("http://"):
+            env.setdefault("AWS_ALLOW_HTTP", "true")
+    else:
+        env = {k: v for k, v in environ.items() if k not in AWS_VARIABLES}
+        env.update(options.environment())
+        if options.endpoint or options.path_style is not None:
+            env["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false" if options.effective_path_style else "true"
+    for key, value in ENGINE_ENV.items():
+        env.setdefault(key, value)
     return env
 
 
-class EmbeddedSail:
-    def __init__(self):
-        from pysail.spark import SparkConnectServer
-
-        for k, v in EMBEDDED_ENV.items():
-            os.environ.setdefault(k, v)
-        # object_store refuses plain HTTP unless told; an http:// endpoint (S3-compatible stores on
-        # a private network) in the environment means it is wanted.
-        if os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://"):
-            os.environ.setdefault("AWS_ALLOW_HTTP", "true")
-        self._server = SparkConnectServer(ip="127.0.0.1", port=0)
-        self._server.start(background=True)
-        _host, port = self._server.listening_address
-        self.url = f"sc://127.0.0.1:{port}"
-        log.info("embedded Sail Spark Connect engine started")
-
-    def alive(self) -> bool:
-        return True
-
-    def stop(self) -> None:
-        self._server.stop()
+def engine_command(parent: int) -> list[str]:
+    """How this installation starts a Sail engine process: the single-file binary runs itself
+    with the sub-command (main.py), a normal installation the module."""
+    if is_frozen():
+        return [sys.executable, SUB_COMMAND, "--parent", str(parent)]
+    return [sys.executable, "-m", "delta_destination.engines.sail_engine", "--parent", str(parent)]
 
 
-class SailServerProcess:
-    """Sail's Spark Connect server in a child process with its own storage environment."""
-
-    def __init__(self, options: StorageOptions):
-        if is_frozen():
-            raise EngineUnavailable("a warehouse with its own storage settings needs Sail in a child process, which "
-                                    "the single-file binary cannot start: give the settings in its environment (AWS_*)")
-        started = time.monotonic()
-        self.port = free_loopback_port()
-        self.url = f"sc://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "pysail", "spark", "server", "--ip", "127.0.0.1", "--port", str(self.port)]
+def exit_description(code: Optional[int]) -> str:
+    """
+    >>> exit_description(-9), exit_description(3), exit_description(None)
+    ('was killed by SIGKILL', 'exited with code 3', 'is running')
+    """
+    if code is None:
+        return "is running"
+    if code < 0:
         try:
-            self._proc = launcher.spawn_owned(cmd, name="sail-engine", cwd=None, env=sail_environment(options),
-                                              stdout=subprocess.DEVNULL)   # its lines can quote values
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def resident_bytes(pid: int) -> Optional[int]:
+    """The process's resident set (VmRSS; Linux /proc), None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class SailProcess:
+    """One Sail engine process (sail_engine.py): started, listening on loopback, stopped."""
+
+    def __init__(self, env: dict[str, str], start_timeout: float = START_TIMEOUT):
+        started = time.monotonic()
+        try:
+            # Self-owned: the engine asks for its own death signal first thing (it can be the
+            # single-file binary, which cannot run launcher.py); its stderr is discarded, since
+            # engine messages can quote values.
+            self._proc = launcher.spawn_owned(engine_command(os.getpid()), name="sail-engine", cwd=None, env=env,
+                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, self_owned=True)
         except OSError as exc:
             raise EngineUnavailable(f"cannot start a Sail engine process ({type(exc).__name__})") from exc
-        deadline = started + START_TIMEOUT
-        while not accepts_connections(self.port):
-            if self._proc.poll() is not None:
-                raise EngineUnavailable(f"the Sail engine process exited with code {self._proc.returncode} at start-up")
-            if time.monotonic() > deadline:
-                self.stop()
+        try:
+            self.port = self._read_port(started + start_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.url = f"sc://127.0.0.1:{self.port}"
+        self.started_at = time.monotonic()
+        self.start_seconds = self.started_at - started
+
+    def _read_port(self, deadline: float) -> int:
+        out = self._proc.stdout
+        line = b""
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise EngineUnavailable(f"the Sail engine process did not listen within {START_TIMEOUT:.0f}s")
-            time.sleep(0.1)
-        log.info(f"Sail engine process for a warehouse with its own storage settings started in "
-                 f"{time.monotonic() - started:.1f}s (pid {self._proc.pid})")
+            ready, _, _ = select.select([out], [], [], min(left, 0.5))
+            if ready:
+                chunk = os.read(out.fileno(), 64)
+                if not chunk:
+                    code = self._proc.wait()
+                    raise EngineUnavailable(f"the Sail engine process {exit_description(code)} at start-up")
+                line += chunk
+        out.close()
+        try:
+            return int(line.strip())
+        except ValueError:
+            raise EngineUnavailable("the Sail engine process did not say its port") from None
 
     @property
     def pid(self) -> int:
@@ -128,11 +169,18 @@ class SailServerProcess:
     def alive(self) -> bool:
         return self._proc.poll() is None
 
-    def stop(self, timeout: float = 10.0) -> None:
+    @property
+    def how_it_ended(self) -> str:
+        return exit_description(self._proc.poll())
+
+    def resident_bytes(self) -> Optional[int]:
+        return resident_bytes(self._proc.pid) if self.alive() else None
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         if self._proc.poll() is None:
             self._proc.terminate()
             try:
                 self._proc.wait(timeout)
-            except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
+            except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()

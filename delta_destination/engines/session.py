@@ -1,24 +1,28 @@
 """Spark Connect sessions: one per engine endpoint, shared by all request threads (the
 Spark Connect client is thread-safe; temp views get unique names per request).
 
-The engine behind a session is chosen by Settings: embedded Sail (started in this
-process on first use), the local Apache Spark engine (a child JVM, see spark_process.py),
-or any remote Spark Connect endpoint.
+The engine behind a session is chosen by Settings: the embedded Sail engine (a supervised
+process of its own, started on first use: supervisor.py), the local Apache Spark engine (a
+child JVM, see spark_process.py), or any remote Spark Connect endpoint. Requests lease a
+session for as long as they use it (`Engines.lease`).
 """
 from __future__ import annotations
 
 import os
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Optional
-from .. import logs
+from typing import Callable, Iterator, Optional
+
+from .. import logs, metrics
 from ..errors import EngineUnavailable, InvalidRequest
 from ..storage import url_scheme
 from ..settings import AUTO, Settings
 from .choice import base_choice, spark_installed
 from .dialect import dialect_for
 from .engine_session import EngineSession
+from .supervisor import RecyclePolicy, SupervisedEngine
 
 log = logs.get(__name__)
 
@@ -34,22 +38,30 @@ SESSION_CONF = {
 }
 
 
-def _engine_retry_policy():
+def _engine_retry_policy(alive: Optional[Callable[[], bool]] = None):
     """The client retries an unreachable engine for about half a minute (PySpark's default
     keeps going for over ten minutes), then the request fails with UNAVAILABLE and the
-    caller retries later."""
+    caller retries later. `alive`: for an engine process this process runs, whether it still
+    does; a dead one is not retried at all (its requests fail at once, the next request gets a
+    new process), where the default would retry a port nobody listens on for half a minute."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    return DefaultPolicy(max_retries=8, backoff_multiplier=4.0, initial_backoff=100, max_backoff=5000)
+    class EnginePolicy(DefaultPolicy):
+        def can_retry(self, e: BaseException) -> bool:
+            return (alive is None or alive()) and super().can_retry(e)
+
+    return EnginePolicy(max_retries=8, backoff_multiplier=4.0, initial_backoff=100, max_backoff=5000)
 
 
 class Engines:
-    """Starts and connects engines on demand; `get(settings)` is the only way in.
+    """Starts and connects engines on demand; `lease(settings)` is the way in.
 
-    Engines started here: the embedded Sail server; a Sail child process per storage
-    configuration the environment does not give (engines/sail.py); one local Apache Spark JVM
-    per metastore (catalog settings are static in Spark), started lazily. Sessions: one per
-    engine and storage configuration.
+    Engines run here: Sail processes, one at a time per storage configuration (this process's
+    own environment, and each configuration a request's settings give otherwise: sail.py),
+    each supervised (supervisor.py: replaced between requests when it grows past the recycle
+    policy's bound, restarted after a crash); one local Apache Spark JVM per metastore (catalog
+    settings are static in Spark), started lazily. Sessions: one per engine process and
+    storage configuration.
 
     With engine `auto` (engines/choice.py) a local Spark engine is started when a request needs
     it, outside the lock (requests on Sail never wait for a JVM), warmed up in the background
@@ -61,11 +73,12 @@ class Engines:
     same bucket is refused, never served with the wrong credentials.
     """
 
-    def __init__(self, idle_minutes: float = 10.0):
+    def __init__(self, idle_minutes: float = 10.0, recycle: Optional[RecyclePolicy] = None):
         self._lock = threading.Lock()
         self._sessions: dict[tuple, EngineSession] = {}
-        self._embedded = None                        # EmbeddedSail
-        self._sail_processes: dict[str, object] = {}  # storage identity -> SailServerProcess
+        self._sail: dict[str, SupervisedEngine] = {}  # storage identity ("" = this process's environment)
+        self._supervised_urls: set[str] = set()       # endpoints of the supervised engine processes
+        self.recycle = recycle or RecyclePolicy()
         self._local_spark: dict[Optional[str], object] = {}  # catalog_uri -> LocalSparkServer
         self._spark_starts: dict[Optional[str], threading.Event] = {}  # catalog_uri -> set when its start ended
         self._on_demand: set[Optional[str]] = set()  # local Spark engines auto started (stopped when idle)
@@ -76,6 +89,8 @@ class Engines:
         # Set by stop(): wakes the idle reaper and cancels a local Spark start in progress (a
         # SIGTERM during a start under load must not wait a minute for the JVM to listen).
         self._stopping = threading.Event()
+        metrics.watch_engine("sail", self._sail_usage)
+        metrics.watch_engine("spark", self._spark_usage)
 
     def _refuse_once_stopped(self) -> None:
         """Called under the lock: a health check or request still running at shutdown must
@@ -83,38 +98,52 @@ class Engines:
         if self._stopped:
             raise EngineUnavailable("the destination is stopping")
 
-    def _forget_sessions_of(self, url: str) -> None:
-        for key in [k for k in self._sessions if k[1] == url]:
-            del self._sessions[key]
+    def _forget_sessions_of(self, url: str) -> list[EngineSession]:
+        """Under the lock: the sessions of an engine that ended (or is about to) leave the lookup."""
+        gone = [self._sessions.pop(k) for k in [k for k in self._sessions if k[1] == url]]
         for key in [k for k in self._bucket_identity if k[0] == url]:
             del self._bucket_identity[key]
+        return gone
 
-    def _url(self, settings: Settings, on_demand: bool) -> str:
-        if settings.spark_remote:
-            return settings.spark_remote
-        if settings.engine == "sail":
-            with self._lock:
-                self._refuse_once_stopped()
-                return self._sail_url(settings)
-        return self._spark_url(settings, on_demand)
+    def _release_sessions_of(self, url: str) -> None:
+        """A supervised engine process ends: its sessions are forgotten and told so."""
+        with self._lock:
+            gone = self._forget_sessions_of(url)
+            self._supervised_urls.discard(url)
+        release_sessions(gone, timeout=5.0)
 
-    def _sail_url(self, settings: Settings) -> str:
-        from .sail import EmbeddedSail, SailServerProcess, served_by_embedded
+    # ---- Sail ----------------------------------------------------------------------------------
+    def _sail_supervisor(self, settings: Settings) -> SupervisedEngine:
+        from .sail import SailProcess, sail_environment, storage_identity
 
-        if served_by_embedded(settings.storage):
-            if self._embedded is None:
-                self._embedded = EmbeddedSail()
-            return self._embedded.url
-        identity = settings.storage.identity()
-        child = self._sail_processes.get(identity)
-        if child is not None and not child.alive():
-            log.warning("a Sail engine process exited; starting a new one")
-            self._forget_sessions_of(child.url)
-            self._sail_processes.pop(identity)
-            child = None
-        if child is None:
-            child = self._sail_processes[identity] = SailServerProcess(settings.storage)
-        return child.url
+        identity = storage_identity(settings.storage)
+        with self._lock:
+            self._refuse_once_stopped()
+            supervisor = self._sail.get(identity)
+            if supervisor is None:
+                env = sail_environment(settings.storage)
+                label = "the Sail engine" if not identity else "the Sail engine of a warehouse with its own storage settings"
+                supervisor = self._sail[identity] = SupervisedEngine(lambda: SailProcess(env), self.recycle,
+                                                                     self._release_sessions_of, label)
+            return supervisor
+
+    def _sail_usage(self) -> tuple[int, int]:
+        with self._lock:
+            supervisors = list(self._sail.values())
+        return sum(len(s.pids()) for s in supervisors), sum(s.resident_bytes() for s in supervisors)
+
+    def _spark_usage(self) -> tuple[int, int]:
+        from .sail import resident_bytes
+
+        with self._lock:
+            engines = [e for e in self._local_spark.values() if e.alive()]
+        return len(engines), sum(resident_bytes(e.pid) or 0 for e in engines)
+
+    def sail_pids(self) -> list[int]:
+        """PIDs of the Sail engine processes running now (tests, diagnostics)."""
+        with self._lock:
+            supervisors = list(self._sail.values())
+        return [pid for s in supervisors for pid in s.pids()]
 
     def _spark_url(self, settings: Settings, on_demand: bool) -> str:
         """The local Spark engine for the settings' metastore, started (once, by one thread, outside
@@ -128,6 +157,7 @@ class Engines:
                 engine = self._local_spark.get(catalog)
                 if engine is not None and not engine.alive():
                     log.warning("the local Spark engine exited; starting a new one")
+                    metrics.engine_restarted("crash", "spark")
                     self._forget_sessions_of(engine.url)
                     engine.stop()
                     self._local_spark.pop(catalog)
@@ -159,15 +189,53 @@ class Engines:
             with self._lock:
                 self._spark_starts.pop(catalog).set()
 
-    def get(self, settings: Settings, on_demand: bool = False) -> EngineSession:
-        """The session for these settings: one per engine endpoint and storage configuration
-        (a session carries the storage settings of its warehouse). Engine `auto` is resolved
-        here for requests that measured no table (engines/choice.py); `on_demand`: a local
-        Spark engine this starts was chosen by auto, and is stopped when idle."""
+    @contextmanager
+    def lease(self, settings: Settings, on_demand: bool = False) -> Iterator[EngineSession]:
+        """The session for these settings, held for the block: an engine process is never
+        replaced or stopped when idle under a lease. One session per engine process and storage
+        configuration (a session carries the storage settings of its warehouse). Engine `auto`
+        is resolved here for requests that measured no table (engines/choice.py); `on_demand`: a
+        local Spark engine this starts was chosen by auto, and is stopped when idle."""
+        session, done = self._acquire(settings, on_demand)
+        try:
+            yield session
+        finally:
+            done()
+
+    def _acquire(self, settings: Settings, on_demand: bool) -> tuple[EngineSession, Callable[[], None]]:
+        """A held session and what ends its lease."""
         if settings.engine == AUTO:
             settings, on_demand = resolved(settings)
-        url = self._url(settings, on_demand)
-        dialect = dialect_for(settings.engine)
+        supervisor = generation = None
+        alive = None
+        if settings.engine == "sail" and not settings.spark_remote:
+            supervisor = self._sail_supervisor(settings)
+            generation = supervisor.acquire()
+            url, alive = generation.url, generation.process.alive
+            with self._lock:
+                self._supervised_urls.add(url)
+        else:
+            url = self._url(settings, on_demand)
+        try:
+            session = self._session(settings, url, alive)
+        except BaseException:
+            if generation is not None:
+                supervisor.release(generation)
+            raise
+
+        def done() -> None:
+            session.release()
+            if generation is not None:
+                supervisor.release(generation)
+                if generation.stopped:   # it died while this lease connected: no session of it stays
+                    self._release_sessions_of(url)
+
+        return session, done
+
+    def _session(self, settings: Settings, url: str, alive: Optional[Callable[[], bool]]) -> EngineSession:
+        """The held session of the engine at `url` for these settings (connected on first use).
+        `alive`: the liveness of an engine process this destination supervises (None: not one)."""
+        dialect = dialect_for(settings.engine, own_process=alive is not None)
         storage = dialect.storage_conf(settings.warehouse, settings.storage)
         identity = settings.storage.identity() if storage else ""
         key = (settings.engine, url, identity)
@@ -175,16 +243,29 @@ class Engines:
             self._check_bucket(settings, url, identity)
             session = self._sessions.get(key)
             if session is not None:
-                session.touch()
+                session.hold()
                 return session
-        session = EngineSession(connect(url, {**dialect.session_conf, **storage}), dialect)
+        session = EngineSession(connect(url, {**dialect.session_conf, **storage}, alive), dialect)
         with self._lock:
-            return self._sessions.setdefault(key, session)
+            session = self._sessions.setdefault(key, session)
+            session.hold()
+            return session
+
+    def _url(self, settings: Settings, on_demand: bool) -> str:
+        """The endpoint of a Spark engine: the remote one, or the local one (started if needed)."""
+        if settings.spark_remote:
+            return settings.spark_remote
+        return self._spark_url(settings, on_demand)
 
     def sessions_of(self, engine: str) -> list[EngineSession]:
-        """The open sessions of one engine kind (nothing is started)."""
+        """The open sessions of one engine kind whose process takes new requests (nothing is
+        started; a replaced Sail process finishing its last requests is left out)."""
         with self._lock:
-            return [s for key, s in self._sessions.items() if key[0] == engine]
+            supervisors = list(self._sail.values())
+        current = {sup.current_url() for sup in supervisors}
+        with self._lock:
+            return [s for key, s in self._sessions.items()
+                    if key[0] == engine and (key[1] not in self._supervised_urls or key[1] in current)]
 
     def prestart_spark(self, settings: Settings) -> None:
         """Start (and warm up) the local Spark engine in the background, for a request that will
@@ -269,6 +350,7 @@ class Engines:
             pids.append(engine.pid)
             release_sessions(sessions)
             engine.stop()
+            metrics.engine_restarted("idle", "spark")
         return pids
 
     def healthy(self, settings: Settings) -> bool:
@@ -281,12 +363,15 @@ class Engines:
             engine = self._local_spark.get(settings.catalog_uri or None)
             if engine is None or not engine.alive():
                 return False
+        if settings.engine == "sail" and not settings.spark_remote and not self._sail_supervisor(settings).alive():
+            return False
         return self.answers(settings)
 
     def answers(self, settings: Settings) -> bool:
         """Can the engine be reached, starting (or restarting) a local one if needed?"""
         try:
-            self.get(settings).answers()
+            with self.lease(settings) as session:
+                session.answers()
             return True
         except Exception:  # noqa: BLE001 - any failure means "does not answer"
             return False
@@ -302,9 +387,8 @@ class Engines:
             self._stopped = True
             sessions = list(self._sessions.values())
             self._sessions.clear()
-            engines = [self._embedded, *self._sail_processes.values(), *self._local_spark.values()]
-            self._embedded = None
-            self._sail_processes.clear()
+            engines = [*self._sail.values(), *self._local_spark.values()]
+            self._sail.clear()
             self._local_spark.clear()
         release_sessions(sessions)
         for engine in engines:
@@ -375,16 +459,16 @@ def warm_up(url: str, private_dir) -> None:
     log.info(f"the local Apache Spark engine was warmed up in {time.monotonic() - started:.1f}s")
 
 
-def connect(url: str, dialect_conf: dict[str, str]):
+def connect(url: str, dialect_conf: dict[str, str], alive: Optional[Callable[[], bool]] = None):
     """A Spark Connect session with the destination's settings (UTC, ANSI and the dialect's),
     checked with one query; also what scripts measuring an engine use, so they measure the
-    same session the destination runs."""
+    same session the destination runs. `alive`: see _engine_retry_policy."""
     from pyspark.sql.connect.session import SparkSession
 
     try:
         spark = SparkSession.builder.remote(url).create()
         # Before the first RPC: the default policy retries an unreachable engine for 10+ minutes.
-        spark.client.set_retry_policies([_engine_retry_policy()])
+        spark.client.set_retry_policies([_engine_retry_policy(alive)])
         for k, v in {**SESSION_CONF, **dialect_conf}.items():
             spark.conf.set(k, v)
         spark.sql("SELECT 1").collect()

@@ -12,15 +12,14 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from .. import lineage, logs
-from ..core.api import DeltaCore
+from .. import logs
+from ..doors.runtime import open_core
 from ..errors import DestinationError
 from ..process_exit import exit_now
 from ..core.upkeep import PeriodicUpkeep, UpkeepOptions
 from ..engines.choice import base_choice, spark_installed
 from ..engines.dialect import dialect_for
-from ..engines.session import Engines
-from ..settings import PROCESS, Settings, add_flags, from_flags
+from ..settings import PROCESS, RUNTIME_FIELDS, Settings, add_flags, from_flags, runtime_from_values
 from ..warehouse import Warehouse
 from ._proto import destination_sdk_pb2_grpc
 from .batch_files import FileFormat
@@ -96,13 +95,13 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, lambda signum, _frame: signals.append(signum))
     try:
         settings = from_flags(args)
+        options = runtime_from_values({f.key: getattr(args, f.key) for f in RUNTIME_FIELDS})
         dialect_for(base_choice(settings, spark_installed()).engine).check_warehouse_root(settings.warehouse)
         upkeep_options = UpkeepOptions(retention_hours=int(args.vacuum_retention_hours))
     except DestinationError as exc:
         raise SystemExit(f"fivetran-delta-destination: {exc.message}") from None
-    engines = Engines(idle_minutes=args.spark_idle_minutes)
-    core = DeltaCore(engines, door="fivetran")
-    lineage_events = lineage.attach(core)  # commit log lines with URIs; OpenLineage/Airflow when configured
+    runtime = open_core("fivetran", options)
+    engines, core = runtime.engines, runtime.core
     try:
         removed = Warehouse(settings.warehouse, settings.storage).clean_leftovers()
         if removed:
@@ -130,7 +129,8 @@ def main(argv=None) -> int:
 
     def start_engine():
         try:
-            engines.get(settings)
+            with engines.lease(settings):
+                pass
             if settings.engine == "spark" and not settings.spark_remote and not signals:
                 engines.warm_up_in_background(settings)
             if not signals:
@@ -168,9 +168,8 @@ def main(argv=None) -> int:
     if periodic is not None:
         periodic.stop()
     server.stop(GRACE_SECONDS).wait()
-    engines.stop()
+    runtime.close()
     starter.join(30)  # a cancelled start stops its JVM and removes its scratch folder
-    lineage_events.close(timeout=5.0)
     log.info("destination stopped")
     exit_now(0)
     return 0

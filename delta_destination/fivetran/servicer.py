@@ -8,7 +8,7 @@ import time
 
 import grpc
 
-from .. import logs
+from .. import logs, metrics
 from ..core.api import DeltaCore
 from .. import errors
 from ..grpc_status import grpc_status
@@ -75,11 +75,15 @@ def rpc(response_cls):
         @functools.wraps(fn)
         def inner(self, request, context):
             start = time.monotonic()
+            outcome = "internal"
             try:
                 with notices.collecting() as notes:
                     response = fn(self, request, context)
-                return with_warnings(response, notes)
+                response = with_warnings(response, notes)
+                outcome = "warning" if notes else "success"
+                return response
             except errors.CustomerActionRequired as exc:
+                outcome = "task"
                 log.warning(f"{name}{request_target(request)}: task for the customer: {exc.message}")
                 return response_cls(task=common_pb2.Task(message=exc.message))
             except errors.DestinationError as exc:
@@ -87,13 +91,16 @@ def rpc(response_cls):
                 message = exc.message
                 if isinstance(exc, errors.EngineError):  # an operator reads these: which request, which table
                     message = f"{name}{request_target(request)} failed: {exc.message}"
-                context.abort(grpc_status(exc), message)
+                code = grpc_status(exc)
+                outcome = code.name.lower()
+                context.abort(code, message)
             except Exception as exc:  # noqa: BLE001 - last resort; never leak internals or values
                 # The class and where it was raised (never its message: it may quote values).
                 what = f"{name}{request_target(request)} failed with an unexpected {type(exc).__name__} in {raised_at(exc)}"
                 log.error(what)
                 context.abort(grpc.StatusCode.INTERNAL, what)
             finally:
+                metrics.request_finished("fivetran", name, outcome)
                 elapsed = time.monotonic() - start
                 if elapsed >= logs.SLOW_SECONDS:
                     log.info(f"{name} took {elapsed:.1f}s")

@@ -84,7 +84,8 @@ class Migrator:
         only: a table that moved away (rename, drop) or any failure gives no columns."""
         try:
             ref = self.catalog.locate(settings, details.schema, details.table)
-            table = self.catalog.describe(self.catalog.session(settings), ref)
+            with self.catalog.session(settings) as eng:
+                table = self.catalog.describe(eng, ref)
         except Exception:  # noqa: BLE001 - the migration has committed; never fail it now
             return ()
         return table.columns if table is not None else ()

@@ -16,8 +16,7 @@ from .operations import SUCCESS, AddColumnWithDefaultValue, CopyColumn, Migratio
 class ColumnMigrations(MigrationFamily):
     def rename_column(self, settings: Settings, d: MigrationDetails, op: RenameColumn):
         ref = self.catalog.locate(settings, d.schema, d.table)
-        eng = self.catalog.session(settings)
-        with self.catalog.locked(ref):
+        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
             cur = self.catalog.require(eng, ref)
             if op.from_column == op.to_column:
                 return SUCCESS, "rename_column: same name, nothing to do"
@@ -45,8 +44,7 @@ class ColumnMigrations(MigrationFamily):
 
     def copy_column(self, settings: Settings, d: MigrationDetails, op: CopyColumn):
         ref = self.catalog.locate(settings, d.schema, d.table)
-        eng = self.catalog.session(settings)
-        with self.catalog.locked(ref):
+        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
             cur = self.catalog.require(eng, ref)
             src = cur.get(op.from_column)
             if src is None:
@@ -71,8 +69,7 @@ class ColumnMigrations(MigrationFamily):
         what = "add_column_with_default_value"
         ref = self.catalog.locate(settings, d.schema, d.table)
         new = new_column(op.column, op.column_type)
-        eng = self.catalog.session(settings)
-        with self.catalog.locked(ref):
+        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
             cur = self.catalog.require(eng, ref)
             existing = cur.get(new.name)
             if existing is not None:
@@ -95,8 +92,7 @@ class ColumnMigrations(MigrationFamily):
 
     def update_column_value(self, settings: Settings, d: MigrationDetails, op: UpdateColumnValue):
         ref = self.catalog.locate(settings, d.schema, d.table)
-        eng = self.catalog.session(settings)
-        with self.catalog.locked(ref):
+        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
             cur = self.catalog.require(eng, ref)
             col = cur.get(op.column)
             if col is None:

@@ -23,8 +23,7 @@ class HistoryColumnMigrations(MigrationFamily):
         ref = self.catalog.locate(settings, d.schema, d.table)
         new = new_column(op.column, op.column_type)
         ts = parse_timestamp_us(op.operation_timestamp, what)
-        eng = self.catalog.session(settings)
-        with self.catalog.locked(ref):
+        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
             cur = self.catalog.require(eng, ref)
             keys = history_keys_for(cur, ref, what)
             self.refuse_versions_after(eng, ref, ts, what)
@@ -65,8 +64,7 @@ class HistoryColumnMigrations(MigrationFamily):
         what = "drop_column_in_history_mode"
         ref = self.catalog.locate(settings, d.schema, d.table)
         ts = parse_timestamp_us(op.operation_timestamp, what)
-        eng = self.catalog.session(settings)
-        with self.catalog.locked(ref):
+        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
             cur = self.catalog.require(eng, ref)
             keys = history_keys_for(cur, ref, what)
             col = cur.get(op.column)

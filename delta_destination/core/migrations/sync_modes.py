@@ -81,8 +81,7 @@ class SyncModeMigrations(MigrationFamily):
     def _soft_delete_to_history(self, settings: Settings, d: MigrationDetails, op: TableSyncModeMigration):
         ref = self.catalog.locate(settings, d.schema, d.table)
         soft = op.soft_deleted_column or DELETED
-        eng = self.catalog.session(settings)
-        with self.catalog.locked(ref):
+        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
             cur = self.catalog.require(eng, ref)
             if cur.is_history_mode:
                 self.catalog.tidy_metadata(eng, ref, cur)
@@ -102,8 +101,7 @@ class SyncModeMigrations(MigrationFamily):
         ref = self.catalog.locate(settings, d.schema, d.table)
         soft = op.soft_deleted_column or DELETED
         check_column_name(soft)
-        eng = self.catalog.session(settings)
-        with self.catalog.locked(ref):
+        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
             cur = self.catalog.require(eng, ref)
             if not cur.is_history_mode:
                 if cur.has(soft):

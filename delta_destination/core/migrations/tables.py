@@ -46,8 +46,7 @@ class TableMigrations(MigrationFamily):
     # ---- drop ----------------------------------------------------------------------------------
     def drop_table(self, settings: Settings, d: MigrationDetails, op: DropTable):
         ref = self.catalog.locate(settings, d.schema, d.table)
-        eng = self.catalog.session(settings)
-        with self.catalog.locked(ref):
+        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
             if not self.catalog.exists(eng, ref):
                 self.forget(eng, ref)
                 self.catalog.metastore.unregister(settings, d.schema, d.table)
@@ -87,8 +86,7 @@ class TableMigrations(MigrationFamily):
         dst = self.catalog.locate(settings, d.schema, op.to_table)
         if src.location == dst.location:
             return SUCCESS, "rename_table: same name, nothing to do"
-        eng = self.catalog.session(settings)
-        with self.catalog.locked(src, dst):
+        with self.catalog.session(settings) as eng, self.catalog.locked(src, dst):
             src_exists, dst_exists = self.catalog.exists(eng, src), self.catalog.exists(eng, dst)
             if dst_exists and src_exists:
                 marker = self._marker(src, "rename")
@@ -144,8 +142,7 @@ class TableMigrations(MigrationFamily):
         dst = self.catalog.locate(settings, d.schema, to_table)
         if src.location == dst.location:
             raise InvalidRequest(f"{what}: source and target are the same table")
-        eng = self.catalog.session(settings)
-        with self.catalog.locked(src, dst):
+        with self.catalog.session(settings) as eng, self.catalog.locked(src, dst):
             source = self.catalog.describe(eng, src)
             marker = self._marker(src, kind) if source is not None else {"source": src.display, "version": None, "kind": kind}
             if self.catalog.exists(eng, dst):

@@ -1,0 +1,59 @@
+"""One door's process: its engines, its core, lineage and metrics, opened and closed in one place.
+
+Every door (Fivetran's server, an Airbyte run, a Conduit connector) needs the same things
+wired the same way, so each calls `open_core` once and `close` at its end:
+
+    runtime = open_core("airbyte", options)       # options: settings.Runtime from the door's config
+    runtime.core.writer.write(...)
+    runtime.close()
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from .. import lineage, metrics
+from ..core.api import DeltaCore
+from ..engines.session import Engines
+from ..engines.supervisor import RecyclePolicy
+from ..settings import Runtime
+
+MIB = 2**20
+
+
+def recycle_policy(options: Runtime) -> RecyclePolicy:
+    """
+    >>> recycle_policy(Runtime(engine_max_memory_mb=512, engine_max_requests=0)).max_memory_bytes // 2**20
+    512
+    """
+    return RecyclePolicy(max_memory_bytes=int(options.engine_max_memory_mb * MIB),
+                         max_requests=int(options.engine_max_requests))
+
+
+@dataclass
+class DoorRuntime:
+    engines: Engines
+    core: DeltaCore
+    lineage: lineage.Lineage
+    metrics_port: Optional[int] = None   # where /metrics is served (None: off)
+
+    def close(self, lineage_timeout: float = 5.0) -> None:
+        """Stop every engine process (a start in progress is cancelled), then send the queued
+        lineage events (bounded by `lineage_timeout`)."""
+        try:
+            self.engines.stop()
+        finally:
+            self.lineage.close(timeout=lineage_timeout)
+
+
+def open_core(door: str, options: Runtime, working_table: Optional[Callable[[str, str], bool]] = None) -> DoorRuntime:
+    """The core of a door's process. `working_table`: the door's own working tables, which
+    lineage leaves out (Airbyte's overwrite staging)."""
+    engines = Engines(idle_minutes=options.spark_idle_minutes, recycle=recycle_policy(options))
+    core = DeltaCore(engines, door=door)
+    if working_table is not None:
+        core.events.working_table = working_table
+    core.events.listeners.append(metrics.CommitMetrics())
+    events = lineage.attach(core)   # commit log lines with URIs; OpenLineage/Airflow when configured
+    port = metrics.serve(options.metrics_port)
+    return DoorRuntime(engines, core, events, port)

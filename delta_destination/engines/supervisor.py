@@ -1,0 +1,265 @@
+"""The embedded engine, supervised: its memory stays bounded however long the destination runs,
+and its crash fails only the requests it was serving.
+
+Sail 0.7.2 keeps memory for every statement it runs and never gives it back
+(docs/engine-memory.md), so a destination that served it inside its own process grew by
+~0.7 MiB per request, for weeks, until the machine killed it mid-sync; and a native crash of
+the engine took every request of every table with it. Here each storage configuration has
+one Sail process (sail_engine.py) at a time, the *current generation*:
+
+- every request leases the current generation for as long as it uses the engine (a lease is
+  what Engines.lease hands out), so a generation is never stopped under a running request;
+- when a lease ends and the generation's resident memory is over `max_memory_bytes` (or it
+  has served `max_requests`), a new process is started in the background; once it listens it
+  becomes current, new leases go to it, and the old one stops as soon as its last lease ends;
+- when the current process has died (a crash, an OOM kill, kill -9), its requests in flight
+  fail at once (their client does not retry a dead engine: session.py) and the next lease
+  starts a new process.
+
+Both engines write each table with Delta's own commits, so which process serves the next
+request never matters to the data; a process keeps nothing but session-local catalog entries
+and temporary views, which a request recreates. What it costs: a start of ~1 s on a thread of
+its own every few thousand requests, and the start-up of the first generation.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from .. import logs, metrics
+from ..errors import EngineUnavailable
+from ..settings import DEFAULT_ENGINE_MAX_MEMORY_MB
+from .sail import SailProcess
+
+log = logs.get(__name__)
+
+MIB = 2**20
+# After a failed start of a replacement, the old generation keeps serving this long before the
+# next try (a machine short of memory or processes should not be asked every request).
+REPLACE_RETRY_SECONDS = 30.0
+MEMORY, REQUESTS, CRASH = "memory", "requests", "crash"
+
+
+@dataclass(frozen=True)
+class RecyclePolicy:
+    """When a supervised engine process is replaced (0 = no bound of that kind)."""
+
+    max_memory_bytes: int = DEFAULT_ENGINE_MAX_MEMORY_MB * MIB
+    max_requests: int = 0
+
+    def cause(self, resident: Optional[int], requests: int) -> Optional[str]:
+        """Why a process that has served `requests` with `resident` bytes should be replaced now.
+        >>> p = RecyclePolicy(max_memory_bytes=100, max_requests=10)
+        >>> p.cause(150, 3), p.cause(50, 10), p.cause(50, 3), p.cause(None, 3)
+        ('memory', 'requests', None, None)
+        """
+        if self.max_memory_bytes and resident is not None and resident > self.max_memory_bytes:
+            return MEMORY
+        if self.max_requests and requests >= self.max_requests:
+            return REQUESTS
+        return None
+
+    def describe(self, cause: str) -> str:
+        """
+        >>> RecyclePolicy(max_memory_bytes=512 * MIB).describe("memory")
+        'its memory passed the bound of 512 MiB'
+        """
+        if cause == MEMORY:
+            return f"its memory passed the bound of {self.max_memory_bytes // MIB} MiB"
+        if cause == REQUESTS:
+            return f"it served {self.max_requests} requests"
+        return "it ended"
+
+
+@dataclass(eq=False)
+class Generation:
+    """One engine process and what it has served."""
+
+    process: SailProcess
+    number: int
+    leases: int = 0            # requests using it now
+    requests: int = 0          # leases that ended
+    retiring: bool = False     # replaced: takes no new lease, stops after its last one
+    stopped: bool = field(default=False)
+
+    @property
+    def url(self) -> str:
+        return self.process.url
+
+
+class SupervisedEngine:
+    """The Sail processes of one storage configuration (see the module docstring)."""
+
+    def __init__(self, start: Callable[[], SailProcess], policy: RecyclePolicy,
+                 forget: Callable[[str], None], label: str = "the Sail engine"):
+        """`start` starts a process; `forget(url)` drops the sessions of a process that ended or
+        is about to (Engines); `label` names it in log lines."""
+        self._start = start
+        self.policy = policy
+        self._forget = forget
+        self._label = label
+        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()    # one start at a time (the first, or after a crash)
+        self._current: Optional[Generation] = None
+        self._retiring: list[Generation] = []
+        self._generations = 0
+        self._replacing = False
+        self._replace_after = 0.0
+        self._stopped = False
+
+    # ---- leases -----------------------------------------------------------------------------
+    def acquire(self) -> Generation:
+        """The current generation, leased (release it with `release`); started when there is none
+        or it died."""
+        gen = self._lease_current()
+        if gen is not None:
+            return gen
+        with self._start_lock:
+            gen = self._lease_current()   # another thread may have started it meanwhile
+            if gen is not None:
+                return gen
+            process = self._start()
+            with self._lock:
+                if self._stopped:
+                    process.stop()
+                    raise EngineUnavailable("the destination is stopping")
+                gen = self._install(process)
+                gen.leases += 1
+            log.info(f"{self._label} process started in {process.start_seconds:.1f}s (pid {process.pid}, "
+                     f"generation {gen.number})")
+            return gen
+
+    def _lease_current(self) -> Optional[Generation]:
+        with self._lock:
+            if self._stopped:
+                raise EngineUnavailable("the destination is stopping")
+            gen = self._current
+            if gen is not None and not gen.process.alive():
+                self._lost(gen)
+                gen = None
+            if gen is not None:
+                gen.leases += 1
+            return gen
+
+    def release(self, gen: Generation) -> None:
+        """A lease ended: stop a replaced generation whose last lease this was; start a
+        replacement when the current one is due (in the background: nobody waits for it)."""
+        with self._lock:
+            gen.leases -= 1
+            gen.requests += 1
+            stop = gen.retiring and gen.leases == 0 and not gen.stopped
+            if stop:
+                gen.stopped = True
+                self._retiring.remove(gen)
+            cause = None
+            if gen is self._current and not self._replacing and time.monotonic() >= self._replace_after:
+                cause = self.policy.cause(gen.process.resident_bytes(), gen.requests)
+                self._replacing = cause is not None
+        if stop:
+            self._stop_in_background(gen)
+        if cause is not None:
+            threading.Thread(target=self._replace, args=(gen, cause), name="engine-replace", daemon=True).start()
+
+    # ---- generations ------------------------------------------------------------------------
+    def _install(self, process: SailProcess) -> Generation:
+        """Under the lock: `process` becomes the current generation."""
+        self._generations += 1
+        gen = Generation(process, self._generations)
+        self._current = gen
+        return gen
+
+    def _lost(self, gen: Generation) -> None:
+        """Under the lock: the current process died. Its sessions are forgotten; the next lease
+        starts a new one."""
+        log.warning(f"{self._label} process (pid {gen.process.pid}, generation {gen.number}) "
+                    f"{gen.process.how_it_ended} after {gen.requests} requests: the requests it was serving fail, "
+                    f"the next one starts a new process")
+        metrics.engine_restarted(CRASH)
+        self._current = None
+        gen.retiring = gen.stopped = True
+        self._forget(gen.url)
+
+    def _replace(self, old: Generation, cause: str) -> None:
+        resident = old.process.resident_bytes()
+        try:
+            process = self._start()
+        except Exception as exc:  # noqa: BLE001 - the old generation keeps serving
+            reason = exc.message if isinstance(exc, EngineUnavailable) else type(exc).__name__
+            log.warning(f"{self._label} process could not be replaced ({reason}); it keeps serving, next try in "
+                        f"{REPLACE_RETRY_SECONDS:.0f}s")
+            with self._lock:
+                self._replacing = False
+                self._replace_after = time.monotonic() + REPLACE_RETRY_SECONDS
+            return
+        with self._lock:
+            self._replacing = False
+            superseded = self._stopped or self._current is not old   # stopping, or restarted after a crash
+            if not superseded:
+                gen = self._install(process)
+                old.retiring = True
+                stop_old = old.leases == 0
+                if stop_old:
+                    old.stopped = True
+                else:
+                    self._retiring.append(old)
+        if superseded:
+            process.stop()
+            return
+        shown = f"{resident / MIB:.0f} MiB resident, " if resident is not None else ""
+        log.info(f"{self._label} process pid {old.process.pid} ({shown}{old.requests} requests) replaced by pid "
+                 f"{process.pid} (generation {gen.number}, started in {process.start_seconds:.1f}s): "
+                 f"{self.policy.describe(cause)}")
+        metrics.engine_restarted(cause)
+        if stop_old:
+            self._stop_in_background(old)
+
+    def _stop_in_background(self, gen: Generation) -> None:
+        threading.Thread(target=self._stop_generation, args=(gen,), name="engine-retire", daemon=True).start()
+
+    def _stop_generation(self, gen: Generation) -> None:
+        self._forget(gen.url)
+        try:
+            gen.process.stop()
+        except Exception as exc:  # noqa: BLE001 - it goes anyway (SIGKILL after the timeout)
+            log.warning(f"stopping {self._label} process pid {gen.process.pid} failed ({type(exc).__name__})")
+
+    # ---- state --------------------------------------------------------------------------------
+    def alive(self) -> bool:
+        """Is the current process running (False before the first start and after a crash)?"""
+        with self._lock:
+            return self._current is not None and self._current.process.alive()
+
+    def current_url(self) -> str:
+        """The endpoint new leases get now ("" when no process runs)."""
+        with self._lock:
+            return self._current.url if self._current is not None else ""
+
+    def current_pid(self) -> Optional[int]:
+        with self._lock:
+            return self._current.process.pid if self._current is not None else None
+
+    def pids(self) -> list[int]:
+        """Every process of this engine that runs now (the current one and replaced ones still
+        finishing their requests)."""
+        with self._lock:
+            gens = ([self._current] if self._current is not None else []) + list(self._retiring)
+            return [g.process.pid for g in gens if g.process.alive()]
+
+    def resident_bytes(self) -> int:
+        """Resident memory of its running processes."""
+        with self._lock:
+            gens = ([self._current] if self._current is not None else []) + list(self._retiring)
+        return sum(g.process.resident_bytes() or 0 for g in gens)
+
+    def stop(self) -> None:
+        """Stop every process (the destination stops; requests were drained by the door)."""
+        with self._lock:
+            self._stopped = True
+            gens = ([self._current] if self._current is not None else []) + list(self._retiring)
+            self._current = None
+            self._retiring.clear()
+        for gen in gens:
+            gen.stopped = True
+            self._stop_generation(gen)
