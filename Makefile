@@ -15,7 +15,8 @@ SPARK_JARS := .spark-jars
 METASTORE_JARS := .metastore-jars
 HIVE_CLIENT_JARS := .hive-client-jars
 
-.PHONY: install install-python proto run test test-all test-slow test-clients airflow-venv bench bench-cluster clean conduit airbyte-clients \
+.PHONY: install install-python proto run test test-all test-slow test-clients airflow-venv bench bench-cluster bench-soak clean \
+	conduit airbyte-clients \
 	cluster cluster-stop cluster-status cluster-jars
 
 install: install-python $(SPARK_JARS)/.fetched cluster-jars
@@ -144,6 +145,11 @@ bench: install
 # The upsert at 1M and 10M rows through the local cluster and the local engine (docs/benchmarks.md).
 bench-cluster: install
 	$(BIN)/python scripts/bench.py --cluster
+
+# Thousands of small batches on one long-running process per door (Fivetran server as `make run` starts
+# it, one long Airbyte write, a real Conduit pipeline): memory over time, latency, engine restarts.
+bench-soak: install conduit
+	$(BIN)/python -m bench.soak
 
 clean:
 	rm -rf $(VENV) $(SPARK_JARS) $(METASTORE_JARS) $(HIVE_CLIENT_JARS) $(PROTO_OUT)/*_pb2*.py $(PROTO_OUT)/*_pb2*.pyi

@@ -1,0 +1,97 @@
+"""The memory a process tree holds, over time: PSS (proportional set size), so that pages shared
+between the destination and its engine processes count once, split by role."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import psutil
+
+MIB = 2**20
+
+
+def role(p: psutil.Process) -> str:
+    """What a process of a destination's tree is: the Sail engine, a Spark JVM, or the door."""
+    try:
+        cmdline = " ".join(p.cmdline())
+    except psutil.Error:
+        return "gone"
+    if "sail_engine" in cmdline or " sail-engine" in cmdline:
+        return "engine"
+    if "java" in p.name():
+        return "jvm"
+    if p.name() in ("make", "sh", "bash"):
+        return "shell"
+    return "door"
+
+
+def tree_pss(root: psutil.Process) -> dict[str, int]:
+    """PSS bytes of `root` and its descendants, summed per role (processes that end are skipped)."""
+    try:
+        procs = [root] + root.children(recursive=True)
+    except psutil.Error:
+        return {}
+    out: dict[str, int] = {}
+    for p in procs:
+        try:
+            pss = p.memory_full_info().pss
+        except psutil.Error:
+            continue
+        r = role(p)
+        out[r] = out.get(r, 0) + pss
+    return out
+
+
+@dataclass
+class Sample:
+    seconds: float        # since the sampler started
+    progress: int         # the run's own count (requests answered, states echoed, records acked)
+    pss: dict[str, int]   # role -> bytes
+
+    @property
+    def total(self) -> int:
+        return sum(self.pss.values())
+
+
+@dataclass
+class MemorySampler:
+    """Samples `root`'s tree every `period` seconds on a thread of its own; `progress()` says how
+    far the run is at each sample."""
+
+    root: psutil.Process
+    progress: Callable[[], int]
+    period: float = 5.0
+    samples: list[Sample] = field(default_factory=list)
+
+    def __post_init__(self):
+        self._stop = threading.Event()
+        self._began = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+
+    def start(self) -> "MemorySampler":
+        self._thread.start()
+        return self
+
+    def sample(self) -> Sample:
+        s = Sample(round(time.monotonic() - self._began, 1), self.progress(), tree_pss(self.root))
+        self.samples.append(s)
+        return s
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.sample()
+
+    def stop(self) -> list[Sample]:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+        return self.samples
+
+    def at_progress(self, n: int) -> Sample:
+        """The first sample taken once the run had reached `n` (the last one if it never did)."""
+        return next((s for s in self.samples if s.progress >= n), self.samples[-1])
+
+    def peak(self) -> Sample:
+        return max(self.samples, key=lambda s: s.total)

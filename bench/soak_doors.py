@@ -1,0 +1,177 @@
+"""The soak through the other doors (bench/soak.py runs them): one long Airbyte `write` whose records
+are each followed by a STATE (a commit each), and the real Conduit running a generator pipeline
+into the connector. Each has its own memory line: the door process and its engine process."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from testkit.conduit_pipeline import Conduit, conduit_binary, replay_oracle
+from testkit.delta_read import read_delta_table
+from testkit.server_process import ROOT, free_port
+
+from .process_memory import MemorySampler
+from .soak import latency_summary, memory_summary, restarts, scrape
+
+AIRBYTE = [sys.executable, "-m", "delta_destination.airbyte.main"]
+PROPERTIES = {"id": {"type": "integer"}, "name": {"type": "string"}, "qty": {"type": "integer"},
+              "price": {"type": "number"}, "note": {"type": "string"}}
+
+
+def airbyte_soak(work: Path, streams: int, rounds: int, records_per_state: int = 50) -> dict:
+    """`rounds` times per stream: `records_per_state` records (half of them new keys, half updates of
+    stored ones; the stream is append_dedup on `id`), then a STATE. The destination commits before it
+    echoes each STATE, so every STATE is a commit; the wait from a STATE to its echo is its latency."""
+    work.mkdir(parents=True)
+    warehouse = work / "warehouse"
+    port = free_port()
+    config = {"warehouse": str(warehouse), "default_schema": "soak", "metrics_port": f"127.0.0.1:{port}",
+              "flush_interval_seconds": 3600}
+    names = [f"s{i:03d}" for i in range(streams)]
+    catalog = {"streams": [{"stream": {"name": n, "json_schema": {"type": "object", "properties": PROPERTIES},
+                                       "supported_sync_modes": ["incremental"]},
+                            "sync_mode": "incremental", "destination_sync_mode": "append_dedup",
+                            "primary_key": [["id"]], "cursor_field": ["id"]} for n in names]}
+    (work / "config.json").write_text(json.dumps(config))
+    (work / "catalog.json").write_text(json.dumps(catalog))
+    proc = subprocess.Popen([*AIRBYTE, "write", "--config", str(work / "config.json"), "--catalog",
+                             str(work / "catalog.json")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, cwd=ROOT)
+    expected: dict[str, dict[int, dict]] = {n: {} for n in names}
+    sent_at: dict[str, float] = {}
+    latencies: list[float] = []
+    echoed = [0]
+    errors: list[str] = []
+
+    def read_stdout():
+        for raw in proc.stdout:
+            msg = json.loads(raw)
+            if msg["type"] == "STATE":
+                token = msg["state"]["stream"]["stream_state"]["token"]
+                latencies.append(time.monotonic() - sent_at.pop(token))
+                echoed[0] += 1
+            elif msg["type"] == "TRACE" and msg["trace"]["type"] == "ERROR":
+                errors.append(msg["trace"]["error"]["message"])
+
+    reader = threading.Thread(target=read_stdout, daemon=True)
+    reader.start()
+    sampler = MemorySampler(psutil.Process(proc.pid), lambda: echoed[0]).start()
+    began = time.monotonic()
+    next_id = {n: 1 for n in names}
+    for r in range(rounds):
+        for n in names:
+            rows = expected[n]
+            stored = list(rows)[: records_per_state // 2]
+            keys = stored + list(range(next_id[n], next_id[n] + records_per_state - len(stored)))
+            next_id[n] += records_per_state - len(stored)
+            lines = []
+            for k in keys:
+                data = {"id": k, "name": f"n{k}-{r}", "qty": r, "price": k * 0.5, "note": "x" * (k % 40)}
+                rows[k] = data
+                lines.append(json.dumps({"type": "RECORD", "record": {"stream": n, "data": data,
+                                                                      "emitted_at": 1_700_000_000_000 + r}}))
+            token = f"{n}-{r}"
+            sent_at[token] = time.monotonic()
+            lines.append(json.dumps({"type": "STATE", "state": {"type": "STREAM", "stream": {
+                "stream_descriptor": {"name": n}, "stream_state": {"token": token}}}}))
+            proc.stdin.write(("\n".join(lines) + "\n").encode())
+            proc.stdin.flush()
+            # One STATE in flight at a time, as a source that waits for checkpoints: its latency is the commit's.
+            while token in sent_at and proc.poll() is None:
+                time.sleep(0.005)
+    metrics = scrape(port)
+    proc.stdin.close()
+    code = proc.wait(600)
+    reader.join(60)
+    seconds = time.monotonic() - began
+    sampler.stop()
+    problems = []
+    for n in names:
+        got = {row["id"]: row for row in read_delta_table(str(warehouse / "soak" / n)).to_pylist()}
+        want = expected[n]
+        if set(got) != set(want) or any(got[k]["name"] != v["name"] or got[k]["qty"] != v["qty"] for k, v in want.items()):
+            problems.append(f"{n}: {len(got)} rows, {len(want)} expected, or values differ")
+    commits = streams * rounds
+    return {"door": "airbyte", "label": "one write", "streams": streams, "rounds": rounds, "commits": commits,
+            "seconds": round(seconds, 1), "exit_code": code, "latency": {"STATE to echo": latency_summary(latencies)},
+            "memory": memory_summary(sampler, min(500, commits)), "engine_restarts": restarts(metrics),
+            "failed_requests": len(errors) + (code != 0) + (commits - echoed[0]), "failures": errors[:5],
+            "tables_equal_to_model": not problems, "problems": problems[:10]}
+
+
+def generator_yaml(records: int, batch: int, rate: int) -> str:
+    return f"""version: "2.2"
+pipelines:
+  - id: soak
+    status: running
+    connectors:
+      - id: src
+        type: source
+        plugin: builtin:generator
+        settings:
+          collections.events.format.type: structured
+          collections.events.format.options.id: int
+          collections.events.format.options.name: string
+          collections.events.format.options.amount: int
+          collections.events.operations: create,update,delete,snapshot
+          recordCount: "{records}"
+          rate: "{rate}"
+          sdk.schema.extract.payload.enabled: "false"
+          sdk.schema.extract.key.enabled: "false"
+      - id: dst
+        type: destination
+        plugin: standalone:delta-lake@v0.1.0
+        settings:
+          warehouse: "${{DELTA_ROOT}}"
+          engine: "${{DELTA_ENGINE}}"
+          metrics_port: "${{METRICS_PORT}}"
+          sdk.batch.size: "{batch}"
+          sdk.batch.delay: "1s"
+      - id: oracle
+        type: destination
+        plugin: builtin:file
+        settings:
+          path: ${{WORK}}/oracle.jsonl
+"""
+
+
+def conduit_soak(work: Path, records: int, batch: int, rate: int = 5000) -> dict:
+    """The real Conduit: a generator of `records` records into the connector, `batch` per commit."""
+    import os
+
+    work.mkdir(parents=True)
+    binary = conduit_binary()
+    port = free_port()
+    os.environ["METRICS_PORT"] = f"127.0.0.1:{port}"   # Conduit expands it in the pipeline file
+    c = Conduit(binary, work, generator_yaml(records, batch, rate))
+    began = time.monotonic()
+    try:
+        connector = psutil.Process(c.connector_pid())
+        sampler = MemorySampler(connector, c.acked).start()
+        deadline = time.monotonic() + 4 * 3600
+        while c.acked() < records:
+            assert c.proc.poll() is None and time.monotonic() < deadline, c.log()[-4000:]
+            time.sleep(1.0)
+        seconds = time.monotonic() - began
+        metrics = scrape(port)
+        sampler.stop()
+    finally:
+        code = c.interrupt()
+    lines = c.oracle_lines()
+    want = replay_oracle(lines)
+    got = {row["key"]: row for row in read_delta_table(str(work / "wh" / "conduit" / "events")).to_pylist()}
+    problems = []
+    if set(got) != set(want) or any(got[k]["name"] != v["name"] for k, v in want.items()):
+        problems.append(f"events: {len(got)} rows, {len(want)} expected, or values differ")
+    commits = records // batch
+    return {"door": "conduit", "label": "generator pipeline", "records": records, "batch": batch, "commits": commits,
+            "seconds": round(seconds, 1), "exit_code": code, "records_per_s": round(records / seconds),
+            "memory": memory_summary(sampler, min(50_000, records)), "engine_restarts": restarts(metrics),
+            "failed_requests": int(code != 0) + len([x for x in c.log().splitlines() if '"nack' in x]),
+            "failures": [], "tables_equal_to_model": not problems, "problems": problems}

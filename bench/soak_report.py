@@ -1,0 +1,67 @@
+"""The soak's section of docs/benchmarks.md and its memory plot (docs/soak-memory.png)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from testkit.server_process import ROOT
+
+from .report_sections import splice
+
+DOCS = ROOT / "docs"
+HEADING = "## Soak: thousands of small batches on one process (memory, latency, restarts)"
+PLOT = DOCS / "soak-memory.png"
+
+
+def _latency(r: dict) -> str:
+    parts = []
+    for kind, s in r.get("latency", {}).items():
+        if s.get("n"):
+            parts.append(f"{kind} {s['p50_s']:.2f} / {s['p95_s']:.2f} / {s['max_s']:.2f} s (n={s['n']})")
+    return "; ".join(parts)
+
+
+def lines_for(results: list[dict]) -> list[str]:
+    out = [HEADING, "",
+           "One door process per row, fed for its whole life by `make bench-soak` (`python -m bench.soak`): memory is "
+           "the PSS of the process tree (the door process and its Sail engine process), sampled every 5 s; latency is "
+           "p50 / p95 / max; restarts are the engine replacements the door's metrics endpoint counted (cause: "
+           "memory = its resident set passed `engine_max_memory_mb`; crash). Tables are read back with delta-rs and "
+           "compared with the reference model (Fivetran, Airbyte) or the replayed stream (Conduit).", "",
+           "| door (run) | date | commits | seconds | PSS after the first 500 (MiB) | PSS at the end | end / first 500 "
+           "| peak | engine restarts | failed | tables equal | latency |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|"]
+    for r in results:
+        m = r["memory"]
+        commits = r.get("write_batches", r.get("commits"))
+        out.append(f"| {r['door']} ({r.get('label', '')}) | {r.get('date', '')} | {commits} | {r['seconds']} | "
+                   f"{m['pss_at_checkpoint_mib']:.0f} (at {m['checkpoint_requests']}) | {m['pss_end_mib']:.0f} | "
+                   f"{m['end_over_checkpoint']:.2f} | {m['pss_peak_mib']:.0f} | {r['engine_restarts'] or 'none'} | "
+                   f"{r['failed_requests']} | {'yes' if r['tables_equal_to_model'] else 'NO'} | {_latency(r)} |")
+    out += ["", f"![PSS of each door's process tree over its run]({PLOT.name})", ""]
+    return out
+
+
+def plot(results: list[dict], path: Path = PLOT) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for r in results:
+        series = r["memory"]["series"]
+        ax.plot([s[1] for s in series], [s[2] for s in series], label=f"{r['door']} ({r.get('label', '')}): tree")
+        ax.plot([s[1] for s in series], [s[4] for s in series], linestyle=":", label=f"{r['door']}: engine process")
+    ax.set_xlabel("requests / commits (Conduit: records acked) so far")
+    ax.set_ylabel("PSS (MiB)")
+    ax.set_xscale("symlog")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_section(results: list[dict]) -> None:
+    splice(DOCS / "benchmarks.md", lines_for(results))
+    plot(results)
