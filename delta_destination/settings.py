@@ -38,7 +38,10 @@ TEXT, CHOICE, NUMBER, BOOL = "text", "choice", "number", "bool"
 # door's process (the server's command line, an Airbyte config, a Conduit connector's settings;
 # not Fivetran's per-connection form); process settings only on the server's command line.
 CONNECTION, RUNTIME, PROCESS = "connection", "runtime", "process"
-DEFAULT_ENGINE_MAX_MEMORY_MB = 512   # docs/engine-memory.md
+# The embedded engine's memory bound per door when not set (docs/engine-memory.md): a Fivetran server
+# or an Airbyte run writes many tables (a fresh engine holds ~3-4 MiB per table it has written), a
+# Conduit connector the few tables of one pipeline, beside Conduit itself.
+DEFAULT_ENGINE_MAX_MEMORY_MB = {"fivetran": 1024, "airbyte": 1024, "conduit": 256}
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,8 @@ FIELDS: tuple[Field, ...] = (
           minimum=0),
     Field("engine_max_memory_mb", "Embedded engine memory bound (MiB)", "Replace the embedded Sail engine's process "
           "between requests once its resident memory passes this (never under a running request; 0 = never). Sail "
-          "keeps memory for every statement it runs, so this bounds the destination's memory over weeks.",
-          kind=NUMBER, default=str(DEFAULT_ENGINE_MAX_MEMORY_MB), env="DELTA_DESTINATION_ENGINE_MAX_MEMORY_MB",
+          "keeps memory for every statement it runs, so this bounds the destination's memory over weeks. Empty: "
+          "1024, or 256 in a Conduit connector.", kind=NUMBER, env="DELTA_DESTINATION_ENGINE_MAX_MEMORY_MB",
           scope=RUNTIME, minimum=0),
     Field("engine_max_requests", "Embedded engine requests bound", "Also replace the embedded Sail engine's process "
           "after it served this many requests (0 = no such bound).", kind=NUMBER, default="0", scope=RUNTIME,
@@ -127,9 +130,18 @@ class Runtime:
     Fivetran request's configuration may change."""
 
     spark_idle_minutes: float = 10.0
-    engine_max_memory_mb: float = DEFAULT_ENGINE_MAX_MEMORY_MB
+    engine_max_memory_mb: Optional[float] = None   # None: the door's default (DEFAULT_ENGINE_MAX_MEMORY_MB)
     engine_max_requests: int = 0
     metrics_port: str = ""
+
+    def engine_memory_bound_mb(self, door: str) -> float:
+        """
+        >>> Runtime().engine_memory_bound_mb("conduit"), Runtime(engine_max_memory_mb=0).engine_memory_bound_mb("x")
+        (256, 0)
+        """
+        if self.engine_max_memory_mb is not None:
+            return self.engine_max_memory_mb
+        return DEFAULT_ENGINE_MAX_MEMORY_MB.get(door, DEFAULT_ENGINE_MAX_MEMORY_MB["fivetran"])
 
     def __post_init__(self):
         if self.metrics_port:
@@ -148,6 +160,8 @@ def runtime_from_values(values: Mapping[str, Any], environ: Mapping[str, str] = 
             raw = environ.get(f.env, "") if f.env else ""
         if isinstance(raw, str) and not raw.strip():
             raw = f.default
+        if f.kind == NUMBER and raw == "":
+            continue   # no default of its own: the Runtime field's (a door's default)
         if f.kind == NUMBER:
             try:
                 number = float(raw)

@@ -131,7 +131,7 @@ def numbered_replay(first: int, last: int, keys: int) -> dict:
     return {(i % keys,): i for i in range(max(first, last - keys + 1), last + 1)}
 
 
-# ---- a backlog, and the engine's own memory for it ------------------------------------------------
+# ---- a backlog -------------------------------------------------------------------------------------
 def backlog_records(total: int, table: str = "backlog"):
     """`total` new keys, ~300 bytes each on the wire, the way a snapshot backlog arrives."""
     from testkit.conduit_host import CREATE, record
@@ -141,49 +141,3 @@ def backlog_records(total: int, table: str = "backlog"):
         yield record(i, CREATE, key={"id": i}, metadata={"opencdc.collection": table},
                      after={"id": i, "name": f"user{i}", "email": f"user{i}@example.com", "score": i / 7,
                             "active": i % 2 == 0, "note": note})
-
-
-def engine_only_peak_rss(warehouse: Path, total: int, batch: int) -> int:
-    """Peak RSS (bytes) of a fresh process that decodes and writes the same backlog through the
-    connector's BatchWriter in batches of `batch`, with no gRPC and no buffer: what the engine
-    itself holds for this much data."""
-    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/tests']; "
-            "from conduit_helpers import _engine_only; _engine_only(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))")
-    out = _subprocess.run([_sys.executable, "-c", code, str(ROOT), str(warehouse), str(total), str(batch)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=3600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return int(out.stdout.strip().splitlines()[-1])
-
-
-def _engine_only(warehouse: str, total: int, batch: int) -> None:
-    import os
-    import threading
-
-    import psutil
-
-    from delta_destination.conduit.main import make_core
-    from delta_destination.conduit.opencdc import decode
-    from delta_destination.conduit.params import parse_config
-    from delta_destination.conduit.servicer import make_epochs
-    from delta_destination.conduit.tables import BatchWriter
-
-    cfg = parse_config(connector_config(Path(warehouse), table="backlog"))
-    core = make_core(cfg)
-    writer = BatchWriter(core, cfg, make_epochs(core, cfg, "engine-only"), lambda: None, {})
-    me, peak, done = psutil.Process(), [0], threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], me.memory_info().rss)
-            _time.sleep(0.05)
-
-    threading.Thread(target=sample, daemon=True).start()
-    records = backlog_records(total)
-    while True:
-        chunk = [decode(r, cfg, None, "r") for _, r in zip(range(batch), records)]
-        if not chunk:
-            break
-        assert not any(writer.write(chunk))
-    done.set()
-    print(peak[0], flush=True)
-    os._exit(0)

@@ -162,3 +162,30 @@ def test_binary_passes_the_tester_inputs(binary_server, live_only):
         if not result.ok:
             print("\n".join(log))
     assert not problems, "\n".join(problems)
+
+
+def _extraction_dirs(pid: int) -> set[str]:
+    """The PyInstaller extraction folders (_MEIxxxxxx) whose files a process has mapped."""
+    dirs = set()
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        path = line.split()[-1] if len(line.split()) >= 6 else ""
+        if "/_MEI" in path:
+            dirs.add(path[:path.index("/", path.index("/_MEI") + 1)])
+    return dirs
+
+
+@pytest.mark.slow
+def test_the_binary_runs_its_engine_as_a_process_of_its_own(binary_server, binary):
+    """The binary starts itself again as the supervised Sail engine (`main sail-engine`), which
+    uses the files the binary already unpacked (no second extraction), and ends with it."""
+    import psutil
+
+    from testkit.server_process import sail_engines_below
+
+    (engine,) = sail_engines_below(binary_server.proc.pid)
+    assert engine.cmdline()[:2] == [str(binary), "sail-engine"]
+    # The onefile bootloader runs the program in a child of its own: the server is that child.
+    server = [p for p in psutil.Process(binary_server.proc.pid).children() if p.pid != engine.pid] or \
+        [psutil.Process(binary_server.proc.pid)]
+    mine = _extraction_dirs(engine.pid)
+    assert mine and mine <= set().union(*(_extraction_dirs(p.pid) for p in server)), mine

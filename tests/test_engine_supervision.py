@@ -75,7 +75,7 @@ def test_a_replaced_process_serves_its_last_lease_then_stops():
 
 def test_a_process_over_its_memory_bound_is_replaced_and_a_dead_one_restarted():
     forgotten: list[str] = []
-    sup = supervisor(RecyclePolicy(max_memory_bytes=1, max_requests=0), forgotten)   # any process is over 1 byte
+    sup = supervisor(RecyclePolicy(max_memory_bytes=1, max_requests=0, min_requests=1), forgotten)   # any is over 1 byte
     try:
         first = sup.acquire()
         sup.release(first)

@@ -95,3 +95,31 @@ def test_readme_configuration_table_is_the_schema():
     block = re.search(r"<!-- settings:begin -->\n(.*?)\n<!-- settings:end -->", readme, re.S)
     assert block, "README.md lacks the generated settings table (python -m delta_destination.settings)"
     assert block.group(1) == markdown_table()
+
+
+def test_runtime_settings_are_the_same_on_every_long_running_door():
+    """How a door's process runs its engines (RUNTIME_FIELDS): server flags, an Airbyte config and a
+    Conduit connector's settings, the same keys and checks; not the per-connection Fivetran form."""
+    from delta_destination.settings import RUNTIME_FIELDS, Runtime, runtime_from_values
+
+    keys = [f.key for f in RUNTIME_FIELDS]
+    assert keys == ["spark_idle_minutes", "engine_max_memory_mb", "engine_max_requests", "metrics_port"]
+    assert not set(keys) & {f.name for f in configuration_form(Settings.create("/wh")).fields}
+    assert set(keys) <= set(airbyte_spec()["connectionSpecification"]["properties"])
+    assert set(keys) <= set(conduit_spec().destination_params)
+    parser = argparse.ArgumentParser()
+    add_flags(parser, PROCESS)
+    args = parser.parse_args(["--engine-max-memory-mb", "300", "--metrics-port", "127.0.0.1:9464"])
+    from_server = runtime_from_values({k: getattr(args, k) for k in keys}, environ={})
+    values = {"warehouse": "/wh", "engine_max_memory_mb": 300, "metrics_port": "127.0.0.1:9464"}
+    assert airbyte_config(values).runtime == from_server
+    assert conduit_config({**values, "engine_max_memory_mb": "300"}).runtime == from_server
+    assert from_server == Runtime(engine_max_memory_mb=300.0, metrics_port="127.0.0.1:9464")
+    # Unset: each door's default bound (a Conduit connector writes few tables beside Conduit).
+    unset = runtime_from_values({}, environ={})
+    assert (unset.engine_memory_bound_mb("fivetran"), unset.engine_memory_bound_mb("conduit")) == (1024, 256)
+    assert runtime_from_values({}, environ={"DELTA_DESTINATION_ENGINE_MAX_MEMORY_MB": "700"}).engine_max_memory_mb == 700
+    for bad, message in (({"metrics_port": "nine"}, "metrics_port"), ({"engine_max_memory_mb": -1}, "engine_max_memory_mb"),
+                         ({"engine_max_requests": "x"}, "engine_max_requests")):
+        with pytest.raises(InvalidRequest, match=message):
+            runtime_from_values(bad, environ={})

@@ -21,12 +21,14 @@ from ..settings import Runtime
 MIB = 2**20
 
 
-def recycle_policy(options: Runtime) -> RecyclePolicy:
+def recycle_policy(options: Runtime, door: str) -> RecyclePolicy:
     """
-    >>> recycle_policy(Runtime(engine_max_memory_mb=512, engine_max_requests=0)).max_memory_bytes // 2**20
+    >>> recycle_policy(Runtime(engine_max_memory_mb=512, engine_max_requests=0), "fivetran").max_memory_bytes // 2**20
     512
+    >>> recycle_policy(Runtime(), "conduit").max_memory_bytes // 2**20
+    256
     """
-    return RecyclePolicy(max_memory_bytes=int(options.engine_max_memory_mb * MIB),
+    return RecyclePolicy(max_memory_bytes=int(options.engine_memory_bound_mb(door) * MIB),
                          max_requests=int(options.engine_max_requests))
 
 
@@ -49,7 +51,7 @@ class DoorRuntime:
 def open_core(door: str, options: Runtime, working_table: Optional[Callable[[str, str], bool]] = None) -> DoorRuntime:
     """The core of a door's process. `working_table`: the door's own working tables, which
     lineage leaves out (Airbyte's overwrite staging)."""
-    engines = Engines(idle_minutes=options.spark_idle_minutes, recycle=recycle_policy(options))
+    engines = Engines(idle_minutes=options.spark_idle_minutes, recycle=recycle_policy(options, door))
     core = DeltaCore(engines, door=door)
     if working_table is not None:
         core.events.working_table = working_table

@@ -30,7 +30,7 @@ from typing import Callable, Optional
 
 from .. import logs, metrics
 from ..errors import EngineUnavailable
-from ..settings import DEFAULT_ENGINE_MAX_MEMORY_MB
+from ..settings import DEFAULT_ENGINE_MAX_MEMORY_MB as DEFAULT_BOUND_MB
 from .sail import SailProcess
 
 log = logs.get(__name__)
@@ -44,22 +44,38 @@ MEMORY, REQUESTS, CRASH = "memory", "requests", "crash"
 
 @dataclass(frozen=True)
 class RecyclePolicy:
-    """When a supervised engine process is replaced (0 = no bound of that kind)."""
+    """When a supervised engine process is replaced (0 = no bound of that kind).
 
-    max_memory_bytes: int = DEFAULT_ENGINE_MAX_MEMORY_MB * MIB
+    A process passes its memory bound for two reasons: what Sail keeps per statement (which a
+    replacement sheds), or a working set bigger than the bound (a fresh process holds a few MiB
+    for every table it has written, and a big MERGE holds its tables): a replacement then grows
+    back at once. So a process is replaced for memory only after `min_requests`, which bounds
+    how often that can happen, and the supervisor says in the log that the bound is too low."""
+
+    max_memory_bytes: int = DEFAULT_BOUND_MB["fivetran"] * MIB
     max_requests: int = 0
+    min_requests: int = 20
 
     def cause(self, resident: Optional[int], requests: int) -> Optional[str]:
         """Why a process that has served `requests` with `resident` bytes should be replaced now.
-        >>> p = RecyclePolicy(max_memory_bytes=100, max_requests=10)
-        >>> p.cause(150, 3), p.cause(50, 10), p.cause(50, 3), p.cause(None, 3)
-        ('memory', 'requests', None, None)
+        >>> p = RecyclePolicy(max_memory_bytes=100, max_requests=30)
+        >>> p.cause(150, 25), p.cause(150, 3), p.cause(50, 30), p.cause(50, 3), p.cause(None, 3)
+        ('memory', None, 'requests', None, None)
         """
-        if self.max_memory_bytes and resident is not None and resident > self.max_memory_bytes:
+        if self.max_memory_bytes and resident is not None and resident > self.max_memory_bytes \
+                and requests >= self.min_requests:
             return MEMORY
         if self.max_requests and requests >= self.max_requests:
             return REQUESTS
         return None
+
+    def too_low(self, resident: Optional[int], requests: int) -> bool:
+        """Is a process over its memory bound before `min_requests` (the bound is below its working set)?
+        >>> RecyclePolicy(max_memory_bytes=100).too_low(150, 3), RecyclePolicy(max_memory_bytes=100).too_low(50, 3)
+        (True, False)
+        """
+        return bool(self.max_memory_bytes) and resident is not None and resident > self.max_memory_bytes \
+            and requests < self.min_requests
 
     def describe(self, cause: str) -> str:
         """
@@ -83,6 +99,7 @@ class Generation:
     requests: int = 0          # leases that ended
     retiring: bool = False     # replaced: takes no new lease, stops after its last one
     stopped: bool = field(default=False)
+    warned: bool = False       # its bound was said to be too low
 
     @property
     def url(self) -> str:
@@ -153,10 +170,19 @@ class SupervisedEngine:
             if stop:
                 gen.stopped = True
                 self._retiring.remove(gen)
-            cause = None
+            cause = resident = None
+            warn = False
             if gen is self._current and not self._replacing and time.monotonic() >= self._replace_after:
-                cause = self.policy.cause(gen.process.resident_bytes(), gen.requests)
+                resident = gen.process.resident_bytes()
+                cause = self.policy.cause(resident, gen.requests)
                 self._replacing = cause is not None
+                warn = not gen.warned and self.policy.too_low(resident, gen.requests)
+                gen.warned = gen.warned or warn
+        if warn:
+            log.warning(f"{self._label} process passed its memory bound ({self.policy.max_memory_bytes // MIB} MiB) "
+                        f"after only {gen.requests} requests, at {resident // MIB} MiB: its working set for these "
+                        f"tables is about that size, so it is replaced at most every {self.policy.min_requests} "
+                        f"requests; set engine_max_memory_mb above it")
         if stop:
             self._stop_in_background(gen)
         if cause is not None:
