@@ -3,7 +3,7 @@ runs it, with its memory over time, every request's latency, its engine restarts
 checked against an independent reader (delta-rs) at the end.
 
     .venv/bin/python -m bench.soak                         # make bench-soak: all three doors, full size
-    .venv/bin/python -m bench.soak --doors fivetran --rounds 60    # a quick look
+    .venv/bin/python -m bench.soak --doors fivetran --rounds 60 --no-save    # a quick look
     .venv/bin/python -m bench.soak --doors fivetran --compare-with 5c555de --rounds 150
                                                            # per-request cost: that commit's server and
                                                            # this one, back to back, same workload
@@ -224,7 +224,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--doors", default="fivetran,airbyte,conduit")
     ap.add_argument("--tables", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=500, help="incremental batches per table (fivetran, airbyte)")
+    ap.add_argument("--rounds", type=int, default=500, help="fivetran: incremental batches per table")
+    ap.add_argument("--airbyte-rounds", type=int, default=300, help="airbyte: STATE-ended batches per stream")
     ap.add_argument("--in-flight", type=int, default=4)
     ap.add_argument("--records", type=int, default=200_000, help="conduit: generator records")
     ap.add_argument("--batch", type=int, default=100, help="conduit: records per commit")
@@ -272,7 +273,7 @@ def main(argv=None) -> int:
     if "airbyte" in doors:
         from .soak_doors import airbyte_soak
 
-        results.append(airbyte_soak(work / "airbyte", args.tables, args.rounds))
+        results.append(airbyte_soak(work / "airbyte", args.tables, args.airbyte_rounds))
         print_result(results[-1])
     if "conduit" in doors:
         from .soak_doors import conduit_soak
