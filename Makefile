@@ -3,9 +3,9 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PROTO_OUT := delta_destination/fivetran/_proto
+PROTO_OUT := delta_destination/doors/fivetran/_proto
 # Conduit connector stubs, from the vendored protocol files in proto/conduit (see PROVENANCE.md there).
-CONDUIT_PROTO_OUT := delta_destination/conduit/_proto
+CONDUIT_PROTO_OUT := delta_destination/doors/conduit/_proto
 CONDUIT_PROTOS := $(shell find proto/conduit -name '*.proto' | sort)
 PORT ?= 50052
 WAREHOUSE ?= ./warehouse

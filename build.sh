@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fivetran's build pipeline runs this before PyInstaller (`pyinstaller --onefile main.py`).
-# 1. the Python gRPC stubs from the SDK's protos, into delta_destination/fivetran/_proto
+# 1. the Python gRPC stubs from the SDK's protos, into delta_destination/doors/fivetran/_proto
 #    (installing grpcio-tools first when the current Python lacks it). The protos are
 #    committed copies of the SDK's (proto/): the build has no internet access to fetch them.
 # 2. the package data files PyInstaller cannot find by following imports, embedded as a
@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 PYTHON="${PYTHON:-python3}"
-OUT=delta_destination/fivetran/_proto
+OUT=delta_destination/doors/fivetran/_proto
 GRPCIO_TOOLS_VERSION=1.85.1  # the grpcio release pinned in requirements.txt
 
 if ! "$PYTHON" -c "import grpc_tools.protoc" >/dev/null 2>&1; then

@@ -18,7 +18,7 @@ if sys.argv[1:2] == ["sail-engine"]:
 
 frozen.prepare()
 
-from delta_destination.fivetran.main import main  # noqa: E402 - after frozen.prepare()
+from delta_destination.doors.fivetran.main import main  # noqa: E402 - after frozen.prepare()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -100,13 +100,14 @@ def door_objects(commits: int, tables: int = 4) -> dict:
     from delta_destination.core.api import DeltaCore
     from delta_destination.core.changes import ChangeSet, Changes, Op
     from delta_destination.core.model import Column, DataType, TableSchema
-    from delta_destination.engines.session import Engines
+    from delta_destination.engines.pool import EnginePool
+    from delta_destination.engines.router import EngineRouter
     from delta_destination.engines.supervisor import RecyclePolicy
     from delta_destination.settings import Settings
 
     work = Path(tempfile.mkdtemp(prefix="door-memory-"))
-    engines = Engines(recycle=RecyclePolicy(max_memory_bytes=0, max_requests=0))
-    core = DeltaCore(engines, door="bench")
+    engines = EnginePool(recycle=RecyclePolicy(max_memory_bytes=0, max_requests=0))
+    core = DeltaCore(EngineRouter(engines), door="bench")
     settings = Settings.create(str(work / "wh"))
     schema = TableSchema("t", (Column("id", DataType.LONG, primary_key=True), Column("v", DataType.STRING)))
     names = [f"t{i}" for i in range(tables)]

@@ -16,9 +16,9 @@ from decimal import Decimal
 from pathlib import Path
 
 from delta_destination.core.model import Column, DataType as FT, TableSchema
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
-from delta_destination.fivetran.batch_files import Compression, FileFormat
-from delta_destination.fivetran.convert import table_to_proto
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran.batch_files import Compression, FileFormat
+from delta_destination.doors.fivetran.convert import table_to_proto
 from testkit.tester.batch_writer import BatchWriter
 from testkit.tester.compare import compare_rows, read_back
 from testkit.tester.reference_model import ReferenceModel

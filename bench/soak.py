@@ -40,7 +40,7 @@ from typing import Optional
 import grpc
 import psutil
 
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from testkit.server_process import ROOT, RunningServer, free_port
 
 from .process_memory import MIB, MemorySampler
@@ -126,7 +126,7 @@ class FivetranSoak:
         if self.server_root == ROOT:   # exactly what a user types
             return lambda port: ["make", "--no-print-directory", "run", f"PORT={port}", f"WAREHOUSE={warehouse}"]
         # Another checkout's package (imported from its folder first), with this venv's libraries.
-        return lambda port: [sys.executable, "-m", "delta_destination.fivetran.main", "--port", str(port),
+        return lambda port: [sys.executable, "-m", "delta_destination.doors.fivetran.main", "--port", str(port),
                              "--warehouse", str(warehouse)]
 
     def _timed(self, kind: str, call, req):
@@ -243,7 +243,7 @@ def checkout(rev: str, work: Path) -> Path:
                        capture_output=True)
         # Generated stubs and fetched jars are not in git: the old checkout uses this one's (same
         # protocol files; the same engines installed, so that auto chooses the same way).
-        for stubs in ("delta_destination/fivetran/_proto", "delta_destination/conduit/_proto"):
+        for stubs in ("delta_destination/doors/fivetran/_proto", "delta_destination/doors/conduit/_proto"):
             for f in (ROOT / stubs).iterdir():
                 target = path / stubs / f.name
                 if not target.exists():

@@ -19,7 +19,7 @@ from testkit.server_process import ROOT, free_port
 from .process_memory import MemorySampler
 from .soak import latency_summary, memory_summary, restarts, scrape
 
-AIRBYTE = [sys.executable, "-m", "delta_destination.airbyte.main"]
+AIRBYTE = [sys.executable, "-m", "delta_destination.doors.airbyte.main"]
 PROPERTIES = {"id": {"type": "integer"}, "name": {"type": "string"}, "qty": {"type": "integer"},
               "price": {"type": "number"}, "note": {"type": "string"}}
 

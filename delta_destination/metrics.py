@@ -75,7 +75,7 @@ def engine_restarted(cause: str, engine: str = "sail") -> None:
 
 def watch_engine(engine: str, source: Callable[[], tuple[int, int]]) -> None:
     """Report `source()` (processes, resident bytes) as the engine's gauges at each scrape; the
-    last source registered for an engine wins (one Engines per door process)."""
+    last source registered for an engine wins (one EnginePool per door process)."""
     with _sources_lock:
         _engine_sources[engine] = source
     ENGINE_MEMORY.labels(engine).set_function(lambda: _read(engine)[1])

@@ -26,7 +26,7 @@ server's log and reported. `sail` and `spark` are the engines named explicitly (
 
 Workload files are generated once per (seed, scale) under bench-data/ (encrypted
 zstd CSV in Fivetran's conventions, see scripts/bench_data.py) and reused.  Each
-engine gets its own server subprocess (`python -m delta_destination.fivetran.main
+engine gets its own server subprocess (`python -m delta_destination.doors.fivetran.main
 [--engine E]`) on a free port with its own temporary warehouse; the RSS and CPU of
 its process tree (for Spark, and for auto while it keeps one: the server plus the Spark Connect
 JVM it starts) are sampled every 0.1 s and each RPC is timed.  Every step runs on each engine in

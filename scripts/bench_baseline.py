@@ -1,6 +1,6 @@
 """The bare baseline: the same batch files applied with no gRPC and no Spark.
 
-Each file goes through `delta_destination.fivetran.batch_files.read_batch_file` (stream-decrypt,
+Each file goes through `delta_destination.doors.fivetran.batch_files.read_batch_file` (stream-decrypt,
 zstd, pyarrow.csv, typed Arrow: exactly the server's reader), then delta-rs
 (`deltalake`) writes or merges into a separate Delta table:
 
@@ -46,7 +46,7 @@ class Baseline:
         """All files of one request -> (values Table, unmodified Table or None)."""
         import pyarrow as pa
 
-        from delta_destination.fivetran.batch_files import read_batch_file
+        from delta_destination.doors.fivetran.batch_files import read_batch_file
 
         schema = self.tables[table_name]
         vals, unmods = [], []

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_destination.core.model import Column, DataType as FT, TableSchema
-from delta_destination.fivetran.batch_files import Compression, Encryption, FileParams
+from delta_destination.doors.fivetran.batch_files import Compression, Encryption, FileParams
 from testkit import batch_files
 from testkit.bench_keys import keyed_rng
 

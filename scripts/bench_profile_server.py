@@ -1,7 +1,7 @@
 """The destination server with pyinstrument around WriteBatch / WriteHistoryBatch / Truncate.
 
 Started by scripts/bench_profiles.py for the "Profiles" section (same arguments as
-`python -m delta_destination.fivetran.main`).  gRPC handlers run on pool threads and pyinstrument
+`python -m delta_destination.doors.fivetran.main`).  gRPC handlers run on pool threads and pyinstrument
 samples the thread that starts it, so each call is profiled from inside its
 handler; waiting on the embedded Sail engine shows up as time in the Spark
 Connect client.  Each profile is written to $BENCH_PROFILE_DIR as
@@ -21,7 +21,7 @@ if str(_ROOT) not in sys.path:
 
 from pyinstrument import Profiler  # noqa: E402
 
-from delta_destination.fivetran import servicer  # noqa: E402
+from delta_destination.doors.fivetran import servicer  # noqa: E402
 
 OUT = Path(os.environ.get("BENCH_PROFILE_DIR", "."))
 
@@ -48,7 +48,7 @@ def _wrap(name: str) -> None:
 for _m in ("WriteBatch", "WriteHistoryBatch", "Truncate"):
     _wrap(_m)
 
-from delta_destination.fivetran.main import main  # noqa: E402
+from delta_destination.doors.fivetran.main import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

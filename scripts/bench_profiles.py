@@ -35,12 +35,12 @@ def _statement(fr, ancestors) -> bool:
 
 
 PHASES = [  # (label, matcher): the outermost matching frames are summed; phases may nest (staging holds uploads)
-    ("describe table (schema + metadata)", _is("describe", "core/catalog.py")),
+    ("describe table (schema + metadata)", _is("describe", "core/registry.py")),
     # the files are read on worker threads: the handler thread waits in BatchFiles.read
     ("read batch files (decrypt, zstd, CSV, convert)", _is("read", "fivetran/batches.py")),
-    ("stack into merge source", _is("merge_source", "core/apply.py")),
-    ("duplicate-key check", _is("check_duplicates", "core/apply.py")),
-    ("catalog name of the table", _is("table_name", "engines/engine_session.py")),
+    ("stack into merge source", _is("merge_source", "core/writer.py")),
+    ("duplicate-key check", _is("check_duplicates", "core/writer.py")),
+    ("catalog name of the table", _is("table_name", "engines/session.py")),
     ("key ranges from the Delta log (no engine)", _is("keys_cannot_match", "core/key_ranges.py")),
     ("history: read current versions", _is("_current_versions", "core/history.py")),
     ("history: plan actions", _is("actions", "core/history.py")),

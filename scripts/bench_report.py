@@ -365,7 +365,7 @@ WORKLOADS_TEXT = [
 
 BASELINE_TEXT = [
     "## The baseline", "",
-    "No gRPC and no Spark: `delta_destination.fivetran.batch_files.read_batch_file` (the server's own streaming "
+    "No gRPC and no Spark: `delta_destination.doors.fivetran.batch_files.read_batch_file` (the server's own streaming "
     "reader: decrypt, zstd, pyarrow.csv, typed Arrow) then delta-rs, in a separate worker process "
     "(scripts/bench_baseline.py):", "",
     "- loads into an empty table / appends of new keys: `write_deltalake(mode=\"append\")` (the server "

@@ -9,8 +9,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 import bench_data as bd
 from delta_destination.core.model import TableSchema
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
-from delta_destination.fivetran.convert import table_to_proto
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran.convert import table_to_proto
 
 SCHEMA = "bench"
 RPC_TIMEOUT = 4 * 3600

@@ -40,7 +40,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from delta_destination.engines.dialect import SparkDialect  # noqa: E402
-from delta_destination.engines.session import connect  # noqa: E402
+from delta_destination.engines.pool import connect  # noqa: E402
 from delta_destination.engines.spark_process import LocalSparkServer, SparkProcessOptions  # noqa: E402
 
 COLUMNS = (["id BIGINT"] + [f"s{i} STRING" for i in range(8)] + [f"l{i} BIGINT" for i in range(5)]

@@ -24,7 +24,7 @@ import re
 from typing import Any, Iterable, Optional
 
 from delta_destination.core.model import DataType, TableSchema
-from delta_destination.fivetran.batch_files import Compression, FileFormat
+from delta_destination.doors.fivetran.batch_files import Compression, FileFormat
 
 
 class _Sentinel:

@@ -20,10 +20,10 @@ from typing import Optional
 
 import grpc
 
-from delta_destination.conduit._proto import (connutils_schema_pb2, connutils_schema_pb2_grpc, destination_pb2,
+from delta_destination.doors.conduit._proto import (connutils_schema_pb2, connutils_schema_pb2_grpc, destination_pb2,
                                               destination_pb2_grpc, grpc_controller_pb2, grpc_controller_pb2_grpc,
                                               opencdc_pb2, schema_pb2, specifier_pb2, specifier_pb2_grpc)
-from delta_destination.conduit.handshake import COOKIE_KEY, COOKIE_VALUE, parse
+from delta_destination.doors.conduit.handshake import COOKIE_KEY, COOKIE_VALUE, parse
 
 ROOT = Path(__file__).resolve().parents[1]
 D = destination_pb2.Destination
@@ -125,7 +125,7 @@ class PluginProcess:
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.started = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "delta_destination.conduit.main"], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "delta_destination.doors.conduit.main"], cwd=ROOT,
                                      stdout=subprocess.PIPE, stderr=self._log, env=env)
         self.first_line = self.proc.stdout.readline().decode()
         self.handshake_seconds = time.monotonic() - self.started

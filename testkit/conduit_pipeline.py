@@ -32,7 +32,7 @@ class Conduit:
         if run == 1:
             (work / "connectors").mkdir(parents=True)
             (work / "pipelines").mkdir()
-            launcher = subprocess.run([sys.executable, "-m", "delta_destination.conduit.main", "install",
+            launcher = subprocess.run([sys.executable, "-m", "delta_destination.doors.conduit.main", "install",
                                        str(work / "connectors")], capture_output=True, text=True, cwd=ROOT, check=True)
             assert launcher.stdout.strip() == str(work / "connectors" / "delta-lake")
             (work / "pipelines" / "pipeline.yaml").write_text(yaml_text)
@@ -56,7 +56,7 @@ class Conduit:
         while time.monotonic() < deadline:
             for child in psutil.Process(self.proc.pid).children():
                 try:
-                    if "delta_destination.conduit.main" in " ".join(child.cmdline()):
+                    if "delta_destination.doors.conduit.main" in " ".join(child.cmdline()):
                         return child.pid
                 except psutil.NoSuchProcess:
                     continue

@@ -12,7 +12,7 @@ import grpc
 from delta_destination.engines.spark_process import free_loopback_port
 from testkit.delta_read import storage_options_for
 
-from delta_destination.fivetran._proto import destination_sdk_pb2_grpc
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -54,7 +54,7 @@ class RunningServer:
         self._log = open(log_path, "ab")
         self.group = launcher is not None
         argv = launcher(self.port) if launcher else [
-            *(command or [sys.executable, "-m", "delta_destination.fivetran.main"]),
+            *(command or [sys.executable, "-m", "delta_destination.doors.fivetran.main"]),
             "--port", str(self.port), "--warehouse", str(warehouse), *extra_args]
         self.proc = subprocess.Popen(
             argv,

@@ -16,7 +16,7 @@ import pytest
 from testkit.delta_read import read_delta_table
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMAND = [sys.executable, "-m", "delta_destination.airbyte.main"]
+COMMAND = [sys.executable, "-m", "delta_destination.doors.airbyte.main"]
 
 
 # Each Airbyte command starts its own engine, and a local Spark JVM takes ~15 s to start: the

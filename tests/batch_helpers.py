@@ -6,8 +6,8 @@ import random
 from pathlib import Path
 
 from testkit.batch_files import UNMODIFIED, format_value, new_key, write_batch_file
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
-from delta_destination.fivetran.batch_files import Compression, Encryption
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran.batch_files import Compression, Encryption
 from delta_destination.core.model import DataType
 
 NULL_STRING = "null-m8yilkvPsNulehxl2G6pmSQ3G3WWdLP"

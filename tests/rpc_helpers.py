@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 import grpc
 import pytest
 
-from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 
 T = common_pb2
 

@@ -7,11 +7,11 @@ from datetime import date, datetime, timezone
 
 import pytest
 
-from delta_destination.airbyte.catalog import Mode, plan_catalog, plan_stream
-from delta_destination.airbyte.errors import CatalogInvalid, RecordRejected
-from delta_destination.airbyte.records import Record, check_identity, fit_size, latest_per_key, to_arrow
-from delta_destination.airbyte.states import StateLedger
-from delta_destination.airbyte.types import column_type
+from delta_destination.doors.airbyte.catalog import Mode, plan_catalog, plan_stream
+from delta_destination.doors.airbyte.errors import CatalogInvalid, RecordRejected
+from delta_destination.doors.airbyte.records import Record, check_identity, fit_size, latest_per_key, to_arrow
+from delta_destination.doors.airbyte.states import StateLedger
+from delta_destination.doors.airbyte.types import column_type
 from delta_destination.core.model import DataType as T
 from delta_destination.core.sql import delete_outside_sql
 

@@ -23,15 +23,16 @@ from testkit.cluster import pid_alive
 from testkit.delta_read import delta_properties, delta_version, last_operation, read_delta_table, recent_operations
 from testkit.server_process import spark_jvms_below
 from delta_destination.core.api import DeltaCore
-from delta_destination.core.catalog import TableRef
+from delta_destination.core.registry import TableRef
 from delta_destination.core.changes import ChangeSet, Changes, Op
 from delta_destination.core.memory import table_size
 from delta_destination.core.model import Column, DataType as T, TableSchema
 from delta_destination.engines.choice import (EngineChoice, base_choice, merge_choice, merge_estimate,
                                               should_prestart, upkeep_choice)
-from delta_destination.engines.session import Engines
+from delta_destination.engines.pool import EnginePool
+from delta_destination.engines.router import EngineRouter
 from delta_destination.errors import InvalidRequest
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.settings import MEMORY_BUDGET_ENV, Settings
 from delta_destination.warehouse import Warehouse
 
@@ -173,7 +174,7 @@ ITEMS = TableSchema("items", (Column("id", T.LONG, primary_key=True), Column("na
 def auto_engines():
     """Engines as the server makes them (auto), shared by the module: the local Spark JVM auto
     starts on demand is started once."""
-    e = Engines(idle_minutes=0)
+    e = EnginePool(idle_minutes=0)
     yield e
     e.stop()
 
@@ -190,7 +191,7 @@ def upserts(ids, name):
 def test_a_merge_opened_on_sail_moves_to_spark_when_the_batch_passes_the_budget(tmp_path, auto_engines, caplog):
     """The budget lies between Sail's estimate for the table alone and for the table plus the batch:
     the request opens on Sail and its MERGE moves to Spark before anything is written; one commit."""
-    core = DeltaCore(auto_engines, door="test")
+    core = DeltaCore(EngineRouter(auto_engines), door="test")
     settings = Settings.create(str(tmp_path / "wh"))
     core.tables.create(settings, "s", ITEMS)
     core.writer.write(settings, "s", "items", lambda t: upserts(list(range(1000)), "a"))
@@ -215,7 +216,7 @@ def test_a_merge_opened_on_sail_moves_to_spark_when_the_batch_passes_the_budget(
 def test_a_column_spark_adds_under_auto_is_written_by_sail_afterwards(tmp_path, auto_engines):
     """A table too big for Sail (a budget under Sail's base estimate) is altered on Spark by auto; the
     next write, which Sail serves (a large budget), carries the new column into the same table."""
-    core = DeltaCore(auto_engines, door="test")
+    core = DeltaCore(EngineRouter(auto_engines), door="test")
     settings = Settings.create(str(tmp_path / "wh"), memory_budget_gb=64)
     core.tables.create(settings, "s", ITEMS)
     core.writer.write(settings, "s", "items", lambda t: upserts([1, 2, 3], "a"))   # Sail registers the table

@@ -24,8 +24,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from testkit.batch_files import NULL, UNMODIFIED, format_value, new_key, open_sink, write_batch_file
 from delta_destination.core import types as br
 from delta_destination import errors
-from delta_destination.fivetran.batch_files import errors as file_errors
-from delta_destination.fivetran.batch_files import (
+from delta_destination.doors.fivetran.batch_files import errors as file_errors
+from delta_destination.doors.fivetran.batch_files import (
     BatchData, Compression, Encryption, FileFormat, FileParams, open_plaintext, read_batch_file,
 )
 from delta_destination.core.model import Column, DataType as FT, TableSchema
@@ -364,7 +364,7 @@ def test_single_column_empty_value(tmp_path):
 
 def test_multi_batch_row_numbers_and_small_chunks(tmp_path, monkeypatch):
     """Small blocks/chunks: many record batches, chunked decrypt/decompress, rows counted across batches."""
-    from delta_destination.fivetran.batch_files import csv_reader, streams
+    from delta_destination.doors.fivetran.batch_files import csv_reader, streams
 
     monkeypatch.setattr(csv_reader, "CSV_BLOCK", 4096)
     monkeypatch.setattr(csv_reader, "CHUNK", 1000)

@@ -147,7 +147,7 @@ INPUT_FILES = sorted(p.relative_to(TESTER_INPUTS).as_posix() for p in TESTER_INP
 @pytest.mark.slow
 @pytest.mark.parametrize("live_only", [False, True], ids=["history", "live"])
 def test_binary_passes_the_tester_inputs(binary_server, live_only):
-    from delta_destination.fivetran.batch_files import Compression
+    from delta_destination.doors.fivetran.batch_files import Compression
     from testkit import tester as tc
 
     assert INPUT_FILES

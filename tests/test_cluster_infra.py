@@ -356,7 +356,7 @@ def test_destination_passes_tester_inputs_on_the_cluster(cluster, destination):
     with the reference model; no private object of the destination is left behind."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from delta_destination.fivetran.batch_files import Compression
+    from delta_destination.doors.fivetran.batch_files import Compression
     from testkit import tester as tc
     from testkit.server_process import TESTER_INPUTS
 
@@ -394,7 +394,7 @@ def test_destination_stages_a_big_batch_on_s3_for_both_executors(cluster, destin
     application ran name that S3 location; no file is shared with the driver), the tasks run on
     both workers' executors, the table holds every row, and the staged objects are gone."""
     from batch_helpers import batch_file, write_request
-    from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+    from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 
     t = staged_table()
     assert destination.stub.CreateTable(pb.CreateTableRequest(schema_name=DEST_SCHEMA, table=t), timeout=600).success

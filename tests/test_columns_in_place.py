@@ -17,7 +17,7 @@ import grpc
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, columns_of, describe, expect_error, table
 from testkit.delta_read import delta_properties, delta_version, read_delta_table
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 
 UTC = dt.timezone.utc
 SYNC1 = dt.datetime(2024, 1, 1, 10, 0, tzinfo=UTC)

@@ -77,7 +77,7 @@ def test_handshake_health_specify_config_validation_and_shutdown(plugin, tmp_pat
 
 
 def test_not_started_by_conduit_prints_no_handshake(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "delta_destination.conduit.main"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "delta_destination.doors.conduit.main"], capture_output=True,
                          env={"PATH": os.environ["PATH"]}, timeout=60)
     assert out.returncode == 1 and out.stdout == b""
     assert b"Conduit connector plugin" in out.stderr

@@ -7,13 +7,13 @@ import decimal
 
 import pytest
 
-from delta_destination.conduit.columns import DoesNotFit, new_column, to_python, widened
-from delta_destination.conduit.errors import BadRecord, HandshakeError, InvalidConfig
-from delta_destination.conduit.handshake import COOKIE_KEY, COOKIE_VALUE, Handshake, negotiate, parse
-from delta_destination.conduit.main import launcher_text
-from delta_destination.conduit.opencdc import DELETE, UPSERT, Decoded, decode
-from delta_destination.conduit.params import parse_config, parse_duration
-from delta_destination.conduit.tables import KeyState, TablePlan, fold
+from delta_destination.doors.conduit.columns import DoesNotFit, new_column, to_python, widened
+from delta_destination.doors.conduit.errors import BadRecord, HandshakeError, InvalidConfig
+from delta_destination.doors.conduit.handshake import COOKIE_KEY, COOKIE_VALUE, Handshake, negotiate, parse
+from delta_destination.doors.conduit.main import launcher_text
+from delta_destination.doors.conduit.opencdc import DELETE, UPSERT, Decoded, decode
+from delta_destination.doors.conduit.params import parse_config, parse_duration
+from delta_destination.doors.conduit.tables import KeyState, TablePlan, fold
 from delta_destination.core.model import Column, DataType as T, TableSchema
 from testkit.conduit_host import CREATE, DELETE as OP_DELETE, UPDATE, record
 
@@ -155,7 +155,7 @@ def test_table_plan_grows_columns_and_refuses_misfits():
 
 def test_launcher_execs_an_absolute_interpreter():
     assert launcher_text("/opt/my env/bin/python") == \
-        "#!/bin/sh\nexec '/opt/my env/bin/python' -m delta_destination.conduit.main \"$@\"\n"
+        "#!/bin/sh\nexec '/opt/my env/bin/python' -m delta_destination.doors.conduit.main \"$@\"\n"
 
 
 def test_avro_key_and_payload_through_a_schema_source(tmp_path):
@@ -163,7 +163,7 @@ def test_avro_key_and_payload_through_a_schema_source(tmp_path):
 
     import fastavro
 
-    from delta_destination.conduit.schemas import dial_target
+    from delta_destination.doors.conduit.schemas import dial_target
 
     key_schema = fastavro.parse_schema({"type": "record", "name": "k", "fields": [{"name": "id", "type": "long"}]})
     row_schema = fastavro.parse_schema({"type": "record", "name": "r", "fields": [
@@ -262,7 +262,7 @@ def test_pipeline_blocks_the_reader_while_full_and_acks_in_order():
     import threading
     import time
 
-    from delta_destination.conduit.pipeline import Ack, Pipeline
+    from delta_destination.doors.conduit.pipeline import Ack, Pipeline
 
     release = threading.Event()
     batches = []
@@ -302,7 +302,7 @@ def test_pipeline_blocks_the_reader_while_full_and_acks_in_order():
 def test_pipeline_abandon_releases_a_blocked_reader_and_drops_what_waits():
     import threading
 
-    from delta_destination.conduit.pipeline import Ack, Pipeline
+    from delta_destination.doors.conduit.pipeline import Ack, Pipeline
 
     hold = threading.Event()
     p = Pipeline(lambda rs: hold.wait(30) and [Ack(bytes(r.position)) for r in rs], batch_size=1,
@@ -320,11 +320,12 @@ def test_pipeline_abandon_releases_a_blocked_reader_and_drops_what_waits():
     assert p.wait_writer(10)
 
 
-def test_writer_epoch_claims_and_the_log_cursor(tmp_path):
+def test_writer_epoch_claims_and_the_property_watch(tmp_path):
     import json
 
-    from delta_destination.conduit.epochs import Epochs, LogCursor, epoch_key, epoch_of, token
-    from delta_destination.conduit.errors import Superseded
+    from delta_destination.core.delta_log import PropertyWatch
+    from delta_destination.doors.conduit.epochs import Epochs, epoch_key, epoch_of, token
+    from delta_destination.doors.conduit.errors import Superseded
     from delta_destination.warehouse import Warehouse
 
     wh = Warehouse(str(tmp_path))
@@ -342,23 +343,34 @@ def test_writer_epoch_claims_and_the_log_cursor(tmp_path):
         (log_dir / f"{v:020d}.json").write_text("".join(json.dumps(x) + "\n" for x in lines))
         versions.append(v)
 
+    asked = []
     commit({"other": "1"})
-    cursor = LogCursor(wh, str(tmp_path / "t"), key)
-    assert cursor.current() == (None, True)
+    watch = PropertyWatch(wh, str(tmp_path / "t"), key, lambda: asked.append(1) or [])
+    assert watch.current() is None
     commit()                                      # a data commit: no metaData
     commit({key: token(1, "a")})
-    assert cursor.current() == (token(1, "a"), True)
+    assert watch.current() == token(1, "a") and watch.version == 2
+    assert asked == []                            # the log said it all: the engine was never asked
     assert token(10, "a") > token(9, "zzz") and epoch_of(token(12, "x")) == 12
+    # A log with no metaData action left (cleaned up behind a checkpoint): the engine's newest value.
+    (tmp_path / "u" / "_delta_log").mkdir(parents=True)
+    (tmp_path / "u" / "_delta_log" / f"{7:020d}.json").write_text(json.dumps({"commitInfo": {}}) + "\n")
+    assert PropertyWatch(wh, str(tmp_path / "u"), key, lambda: [token(3, "x"), token(4, "y")]).current() == token(4, "y")
 
     def set_value(table, value):                  # a claim is a commit of its own
         commit({key: value})
 
-    mine = Epochs("pipe:dst", lambda t: (wh, str(tmp_path / t)), lambda t: [], set_value, instance="b")
+    watches: dict = {}
+
+    def current(table):
+        return watches.setdefault(table, PropertyWatch(wh, str(tmp_path / table), key, list)).current()
+
+    mine = Epochs("pipe:dst", current, set_value, instance="b")
     assert mine.claim("t", "s.t") == token(2, "b")
     mine.check("t", "s.t")                        # still ours
     commit()
     mine.check("t", "s.t")
-    other = Epochs("pipe:dst", lambda t: (wh, str(tmp_path / t)), lambda t: [], set_value, instance="c")
+    other = Epochs("pipe:dst", current, set_value, instance="c")
     assert other.claim("t", "s.t") == token(3, "c")
     with pytest.raises(Superseded, match=r"newer instance .* \(writer epoch 3, this instance has 2\)"):
         mine.check("t", "s.t")

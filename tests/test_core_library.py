@@ -17,7 +17,8 @@ from delta_destination.core.migrations import (SUCCESS, AddColumnWithDefaultValu
                                                RenameColumn, RenameTable)
 from delta_destination.core.model import Column, DataType as T, TableSchema
 from delta_destination.core.types import arrow_type
-from delta_destination.engines.session import Engines
+from delta_destination.engines.pool import EnginePool
+from delta_destination.engines.router import EngineRouter
 from delta_destination.errors import RequesterGone, SchemaMismatch, TableNotFound
 from delta_destination.settings import Settings
 from testkit.delta_read import delta_version, read_delta_table
@@ -34,14 +35,14 @@ ORDERS = TableSchema("orders", (
 
 @pytest.fixture(scope="module")
 def engines():
-    e = Engines()
+    e = EnginePool()
     yield e
     e.stop()
 
 
 @pytest.fixture
 def core(engines):
-    return DeltaCore(engines, door="test")
+    return DeltaCore(EngineRouter(engines), door="test")
 
 
 @pytest.fixture
@@ -156,7 +157,7 @@ def test_the_commit_guard_runs_before_every_attempt_also_the_retries():
     """A commit that loses a race is retried; a newer writer may have won it, so the door's guard
     is asked again before each attempt (here the second attempt is refused, nothing runs again)."""
     from delta_destination.engines.dialect import SailDialect
-    from delta_destination.engines.engine_session import EngineSession
+    from delta_destination.engines.session import EngineSession
 
     class Conflicting:   # stands in for a Spark Connect session whose first commit loses a race
         statements = 0

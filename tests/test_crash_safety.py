@@ -51,7 +51,7 @@ from batch_helpers import batch_file, write_request
 from testkit.server_process import RunningServer
 from testkit.delta_read import read_delta_table
 from rpc_helpers import col, columns_of, table, ts
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 3, 1, tzinfo=UTC)

@@ -73,7 +73,7 @@ def test_columns_changed_in_place_move_between_engines(pair, tmp_path, dedicated
     from batch_helpers import batch_file, write_request
     from rpc_helpers import col, columns_of, describe, table
     from testkit.delta_read import delta_properties, read_delta_table
-    from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+    from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
     import datetime as dt
 
     sync = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)

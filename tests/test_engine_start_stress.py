@@ -29,7 +29,7 @@ import psutil
 import pytest
 
 from delta_destination.engines import spark_process as sp
-from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from rpc_helpers import col, table
 from testkit.server_process import RunningServer
 

@@ -15,9 +15,9 @@ import psutil
 import pytest
 
 from delta_destination.engines.sail import SailProcess, sail_environment
-from delta_destination.engines.session import Engines
+from delta_destination.engines.pool import EnginePool
 from delta_destination.engines.supervisor import RecyclePolicy, SupervisedEngine
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.settings import Settings
 from delta_destination.storage import StorageOptions
 from testkit.delta_read import delta_version, read_delta_table
@@ -96,7 +96,7 @@ def test_a_process_over_its_memory_bound_is_replaced_and_a_dead_one_restarted():
 
 def test_a_statement_on_a_dead_engine_fails_at_once_and_the_next_lease_works(tmp_path):
     """The client does not retry a port whose process is gone (half a minute with its policy)."""
-    engines = Engines()
+    engines = EnginePool()
     settings = Settings.create(str(tmp_path / "wh"), engine="sail")
     try:
         with engines.lease(settings) as session:

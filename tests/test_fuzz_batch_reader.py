@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from testkit.batch_files import open_sink, write_batch_file
 from delta_destination import errors
-from delta_destination.fivetran.batch_files import BatchData, Compression, Encryption, FileFormat, FileParams, read_batch_file
+from delta_destination.doors.fivetran.batch_files import BatchData, Compression, Encryption, FileFormat, FileParams, read_batch_file
 from delta_destination.core.model import Column, DataType as FT, TableSchema
 
 HANG_SECONDS = 120           # hard limit per example: the process is killed with a stack dump
@@ -348,7 +348,7 @@ del _prop, _strats, _n, _slow, _t
 
 def test_property_rejects_foreign_exceptions(workdir, monkeypatch):
     """The harness itself: an exception that is not a DestinationError fails the property."""
-    from delta_destination.fivetran import batch_files as br
+    from delta_destination.doors.fivetran import batch_files as br
 
     def boom(*a, **k):
         raise ValueError("not typed")

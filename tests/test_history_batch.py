@@ -9,7 +9,7 @@ import pytest
 from batch_helpers import batch_file, write_request
 from testkit.delta_read import delta_version, read_delta_table
 from rpc_helpers import ON_BOTH_STORAGES, col, expect_error, table
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 
 UTC = dt.timezone.utc
 MAX = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)

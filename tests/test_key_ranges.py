@@ -6,10 +6,10 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from batch_helpers import batch_file, write_request
-from delta_destination.core.catalog import TableRef
+from delta_destination.core.registry import TableRef
 from delta_destination.core.key_ranges import keys_cannot_match, ranges_disjoint
 from delta_destination.core.model import Column, DataType, TableSchema
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.warehouse import Warehouse
 from rpc_helpers import col, table
 from testkit.delta_read import read_delta_table

@@ -9,7 +9,7 @@ import pytest
 
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, table
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.lineage import table_uri
 from delta_destination.lineage.airflow_assets import AirflowAssets, AirflowConfig
 from testkit.airflow_server import RealAirflow

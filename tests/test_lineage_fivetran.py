@@ -12,7 +12,7 @@ import pytest
 
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, expect_error, table
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.lineage import table_uri
 from testkit.airflow_standin import AirflowStandIn
 from testkit.delta_read import delta_version, read_delta_table

@@ -16,7 +16,8 @@ from delta_destination import lineage
 from delta_destination.core.api import DeltaCore
 from delta_destination.errors import InvalidRequest
 from delta_destination.core.events import Events, TableEvent
-from delta_destination.engines.session import Engines
+from delta_destination.engines.pool import EnginePool
+from delta_destination.engines.router import EngineRouter
 from delta_destination.lineage.airflow_assets import AirflowAssets, AirflowConfig, AssetEvent
 from delta_destination.lineage.listeners import CommitLog
 from delta_destination.lineage.openlineage_events import run_event
@@ -78,7 +79,7 @@ def test_a_failing_send_is_a_warning_with_the_class_only(lineage_log):
 # ---- attach() ------------------------------------------------------------------------------------
 
 def core():
-    return DeltaCore(Engines(), door="testdoor")
+    return DeltaCore(EngineRouter(EnginePool()), door="testdoor")
 
 
 def test_off_unless_configured(clean_env):

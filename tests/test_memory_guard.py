@@ -16,11 +16,11 @@ from batch_helpers import batch_file, write_request
 from rpc_helpers import col, expect_error, table
 from testkit.delta_read import delta_version, read_delta_table
 from delta_destination.errors import EngineError, InvalidRequest, MemoryBudgetExceeded
-from delta_destination.core.catalog import TableRef
+from delta_destination.core.registry import TableRef
 from delta_destination.core.memory import TableSize, check_budget, gb, table_size
 from delta_destination.engines.dialect import SailDialect, SparkDialect
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
-from delta_destination.fivetran.main import parse_args
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran.main import parse_args
 from delta_destination.settings import MEMORY_BUDGET_ENV, Settings, parse_budget
 from delta_destination.warehouse import Warehouse
 
@@ -172,10 +172,10 @@ def test_merge_over_budget_is_refused_naming_spark_and_leaves_the_table(tmp_path
 # ---- every door answers it clearly --------------------------------------------------------
 
 def test_doors_map_the_refusal():
-    from delta_destination.airbyte.main import failure_type
-    from delta_destination.conduit.errors import TableWriteFailed
-    from delta_destination.conduit.servicer import grpc_status, nack_message
-    from delta_destination.fivetran.servicer import grpc_status as fivetran_status
+    from delta_destination.doors.airbyte.main import failure_type
+    from delta_destination.doors.conduit.errors import TableWriteFailed
+    from delta_destination.doors.conduit.servicer import grpc_status, nack_message
+    from delta_destination.doors.fivetran.servicer import grpc_status as fivetran_status
 
     exc = MemoryBudgetExceeded("table s.t is too large ... (--engine spark ...)")
     assert failure_type(exc) == "config_error"  # Airbyte: a TRACE the platform does not retry blindly

@@ -24,7 +24,7 @@ import pytest
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, columns_of, describe, expect_error, table
 from delta_destination.names import case_clash
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.warehouse import (MAX_COMPONENT, Warehouse, name_of_component, path_component,
                                          same_ignoring_case)
 from testkit import tester as tc
@@ -324,7 +324,7 @@ def test_hostile_names_survive_a_restart(engine, tmp_path, dedicated_server):
 
 def test_parquet_batches_with_hostile_names(engine, tmp_path, dedicated_server):
     """Parquet batch files carry the column names inside the file: the same inputs pass."""
-    from delta_destination.fivetran.batch_files import Compression, FileFormat
+    from delta_destination.doors.fivetran.batch_files import Compression, FileFormat
 
     srv = dedicated_server(tmp_path / "warehouse", tmp_path / "server.log", ["--batch-file-format", "parquet"], engine=engine)
     try:

@@ -24,7 +24,8 @@ from delta_destination.core.migrations import (SUCCESS, AddColumnWithDefaultValu
 from delta_destination.core.model import Column, DataType as T, TableSchema
 from delta_destination.core.types import arrow_type
 from delta_destination.engines import engine_session, shipping
-from delta_destination.engines.session import Engines
+from delta_destination.engines.pool import EnginePool
+from delta_destination.engines.router import EngineRouter
 from delta_destination.settings import Settings
 from delta_destination.storage import StorageOptions
 from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR, Warehouse
@@ -41,7 +42,7 @@ ORDERS = TableSchema("orders", (
 
 @pytest.fixture(scope="module")
 def engines(s3_server, shared_spark):
-    e = Engines()
+    e = EnginePool()
     yield e
     e.stop()
 
@@ -64,7 +65,7 @@ def settings(s3_server, engine_name, shared_spark):
 
 @pytest.fixture
 def core(engines):
-    return DeltaCore(engines, door="test")
+    return DeltaCore(EngineRouter(engines), door="test")
 
 
 def typed(table: TableSchema, rows: list[dict], columns=None) -> pa.Table:

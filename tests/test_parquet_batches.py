@@ -11,8 +11,8 @@ import pytest
 from testkit import tester as tc
 from testkit.server_process import TESTER_INPUTS
 from testkit.delta_read import read_delta_table
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
-from delta_destination.fivetran.batch_files import Compression, FileFormat
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran.batch_files import Compression, FileFormat
 
 INPUT_FILES = sorted(p.relative_to(TESTER_INPUTS).as_posix() for p in TESTER_INPUTS.rglob("*.json"))
 

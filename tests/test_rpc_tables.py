@@ -9,7 +9,7 @@ import pytest
 
 from rpc_helpers import col, columns_of, describe, expect_error, table, ts
 from testkit.delta_read import delta_version, read_delta_table
-from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from delta_destination.settings import CONNECTION_FIELDS
 
 ALL_TYPES = [

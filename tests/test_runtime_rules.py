@@ -13,9 +13,9 @@ from batch_helpers import NULL_STRING, UNMOD_STRING, batch_file, write_request
 from rpc_helpers import col, columns_of, describe, expect_error, table
 from testkit.batch_files import new_key, write_batch_file
 from testkit.delta_read import delta_version, read_delta_table
-from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
-from delta_destination.fivetran.batch_files import Compression, Encryption, FileFormat
-from delta_destination.fivetran.convert import table_from_proto
+from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran.batch_files import Compression, Encryption, FileFormat
+from delta_destination.doors.fivetran.convert import table_from_proto
 from delta_destination.warehouse import Warehouse
 
 UTC = dt.timezone.utc
@@ -153,7 +153,7 @@ def test_engine_failures_name_request_table_phase_and_class_never_values(server,
 
 def test_unexpected_failures_say_where_without_their_message():
     from delta_destination.names import quote_ident
-    from delta_destination.fivetran.servicer import raised_at, request_target
+    from delta_destination.doors.fivetran.servicer import raised_at, request_target
 
     try:
         quote_ident(None)  # AttributeError inside the package

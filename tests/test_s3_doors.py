@@ -30,7 +30,7 @@ from testkit.conduit_host import CREATE, DELETE, UPDATE, PluginProcess
 from testkit.conduit_host import record as cdc_record
 from testkit.delta_read import read_delta_table, storage_options_for
 from testkit.server_process import ROOT, TESTER_INPUTS
-from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
 
 BOTH = pytest.mark.parametrize("engine_name", ["sail", "spark"])
@@ -161,7 +161,7 @@ def test_maintain_compacts_a_table_on_s3_on_spark(tmp_path, s3_server, dedicated
     assert [x["id"] for x in before] == list(range(30))
     files_before = len(DeltaTable(location, storage_options=options).file_uris())
 
-    r = subprocess.run([sys.executable, "-m", "delta_destination.fivetran.main", "maintain", "--warehouse", warehouse,
+    r = subprocess.run([sys.executable, "-m", "delta_destination.doors.fivetran.main", "maintain", "--warehouse", warehouse,
                         "--schema", "s", "--table", "events", "--engine", "spark", "--spark-remote", shared_spark.url],
                        cwd=ROOT, capture_output=True, text=True, timeout=600,
                        env={**without_aws(), **s3_server.env()})

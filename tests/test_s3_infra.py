@@ -46,7 +46,7 @@ def s3_env(s3_server):
 
 @pytest.fixture(scope="module")
 def spark(s3_env):
-    from delta_destination.engines.session import connect
+    from delta_destination.engines.pool import connect
     from delta_destination.engines.spark_process import LocalSparkServer, SparkProcessOptions
 
     engine = LocalSparkServer(SparkProcessOptions(extra_conf=tuple(SPARK_S3_CONF.items())))
@@ -61,7 +61,7 @@ def spark(s3_env):
 @pytest.fixture(scope="module")
 def sail(s3_env):
     from delta_destination.engines.sail import SailProcess, sail_environment
-    from delta_destination.engines.session import connect
+    from delta_destination.engines.pool import connect
     from delta_destination.storage import StorageOptions
 
     engine = SailProcess(sail_environment(StorageOptions()))

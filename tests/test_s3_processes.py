@@ -24,7 +24,7 @@ import pytest
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, table
 from testkit.delta_read import delta_version, read_delta_table
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.warehouse import STAGING_DIR
 
 T = table("crash", col("id", "LONG", pk=True), col("v", "STRING"), col("n", "LONG"))

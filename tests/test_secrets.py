@@ -39,8 +39,8 @@ from testkit.server_process import ROOT, RunningServer
 from testkit.delta_read import delta_version, read_delta_table
 from testkit.polling import Poller
 from rpc_helpers import col, table
-from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
-from delta_destination.fivetran.batch_files import Compression
+from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran.batch_files import Compression
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 5, 1, 12, 0, tzinfo=UTC)

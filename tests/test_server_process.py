@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from batch_helpers import batch_file, write_request
 from testkit.delta_read import read_delta_table
 from rpc_helpers import col, table
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb, destination_sdk_pb2_grpc as pb_grpc
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb, destination_sdk_pb2_grpc as pb_grpc
 
 
 def test_logs_are_fivetran_json_lines(server):

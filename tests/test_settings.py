@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from delta_destination.airbyte.config import parse_config as airbyte_config, spec as airbyte_spec
-from delta_destination.conduit.params import parse_config as conduit_config
-from delta_destination.conduit.spec import specification as conduit_spec
+from delta_destination.doors.airbyte.config import parse_config as airbyte_config, spec as airbyte_spec
+from delta_destination.doors.conduit.params import parse_config as conduit_config
+from delta_destination.doors.conduit.spec import specification as conduit_spec
 from delta_destination.errors import InvalidRequest
-from delta_destination.fivetran.setup import configuration_form
+from delta_destination.doors.fivetran.setup_form import configuration_form
 from delta_destination.settings import (CONNECTION_FIELDS, FIELDS, PROCESS, Settings, add_flags, from_flags,
                                         markdown_table)
 

@@ -180,10 +180,10 @@ def test_sigterm_while_the_engine_starts_stops_it_and_removes_its_scratch(tmp_pa
 def test_a_stopped_destination_starts_no_engine():
     """A health check still running at shutdown must not start a JVM nobody would stop."""
     from delta_destination.errors import EngineUnavailable
-    from delta_destination.engines.session import Engines
+    from delta_destination.engines.pool import EnginePool
     from delta_destination.settings import Settings
 
-    engines = Engines()
+    engines = EnginePool()
     engines.stop()
     for engine in ("spark", "sail"):
         with pytest.raises(EngineUnavailable, match="stopping"):
@@ -195,7 +195,7 @@ def test_a_stopped_destination_starts_no_engine():
 def test_health_follows_the_engine_and_a_dead_jvm_is_restarted(tmp_path, dedicated_server):
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from delta_destination.fivetran._proto import common_pb2
+    from delta_destination.doors.fivetran._proto import common_pb2
 
     srv = dedicated_server(tmp_path / "wh", tmp_path / "log", engine="spark", own_jvm=True,
                            env={"DELTA_DESTINATION_SCRATCH": str(tmp_path / "scratch"), "FIVETRAN_DELTA_HEALTH_INTERVAL": "1"})
@@ -382,7 +382,7 @@ def test_an_engine_that_keeps_crashing_at_start_up_is_given_up_after_three_attem
 
 
 def test_a_cancelled_start_stops_the_jvm_and_removes_its_folder(tmp_path, monkeypatch):
-    """Engines.stop() (a SIGTERM) cancels a start still waiting for the JVM to listen: under
+    """EnginePool.stop() (a SIGTERM) cancels a start still waiting for the JVM to listen: under
     load that wait took over a minute, and the destination outlived the supervisor's patience."""
     import threading
 

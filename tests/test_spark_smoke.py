@@ -14,7 +14,7 @@ import pytest
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, columns_of, describe, table
 from testkit.delta_read import delta_version, read_delta_table
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=dt.timezone.utc)
 T = table("smoke", col("id", "INT", pk=True), col("name", "STRING"), col("amount", "DECIMAL", precision=10, scale=2),

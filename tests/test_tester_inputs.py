@@ -32,7 +32,7 @@ INPUT_FILES = sorted(p.relative_to(TESTER_INPUTS).as_posix() for p in TESTER_INP
 
 
 def _run(server, schema, rel, **kw):
-    from delta_destination.fivetran.batch_files import Compression
+    from delta_destination.doors.fivetran.batch_files import Compression
 
     kw.setdefault("live_only", True)
     kw.setdefault("compression", Compression.ZSTD)
@@ -129,7 +129,7 @@ def _check_migrated(rel, live_only, result):
 
 
 def test_input_gzip(server, unique_schema):
-    from delta_destination.fivetran.batch_files import Compression
+    from delta_destination.doors.fivetran.batch_files import Compression
 
     _assert_ok(_run(server, unique_schema, "input.json", compression=Compression.GZIP), "input.json gzip")
 
@@ -139,7 +139,7 @@ def test_input_plain_text(server, unique_schema):
 
 
 def test_input_uncompressed_plain_text(server, unique_schema):
-    from delta_destination.fivetran.batch_files import Compression
+    from delta_destination.doors.fivetran.batch_files import Compression
 
     _assert_ok(_run(server, unique_schema, "input.json", plain_text=True, compression=Compression.OFF),
                "input.json plain, uncompressed")
@@ -331,7 +331,7 @@ class _RecordingStub:
         self.calls = []
 
     def __getattr__(self, rpc):
-        from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+        from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 
         def call(request, timeout=None):
             self.calls.append((rpc, request))

@@ -13,7 +13,7 @@ from batch_helpers import batch_file, write_request
 from rpc_helpers import col, table
 from delta_destination.errors import InvalidRequest
 from delta_destination.core.upkeep import UpkeepOptions
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from testkit.delta_read import delta_version, read_delta_table
 from testkit.server_process import ROOT
 
@@ -38,7 +38,7 @@ def fill(stub, schema, tmp_path, batches=6):
 
 
 def maintain(*args):
-    return subprocess.run([sys.executable, "-m", "delta_destination.fivetran.main", "maintain", *args],
+    return subprocess.run([sys.executable, "-m", "delta_destination.doors.fivetran.main", "maintain", *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 

@@ -18,7 +18,7 @@ import pytest
 from batch_helpers import batch_file, write_request
 from delta_destination.errors import InvalidRequest
 from delta_destination.engines.dialect import SailDialect, SparkDialect
-from delta_destination.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from rpc_helpers import col, expect_error, table
 from testkit.delta_read import read_delta_table
 from testkit.server_process import ROOT
@@ -45,7 +45,7 @@ def test_spark_takes_any_root(root):
 
 def test_server_on_sail_refuses_such_a_root_at_start(tmp_path):
     root = tmp_path / "my lake"
-    r = subprocess.run([sys.executable, "-m", "delta_destination.fivetran.main", "--port", "0", "--warehouse", str(root),
+    r = subprocess.run([sys.executable, "-m", "delta_destination.doors.fivetran.main", "--port", "0", "--warehouse", str(root),
                         "--engine", "sail"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0

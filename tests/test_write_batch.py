@@ -12,8 +12,8 @@ import pytest
 from batch_helpers import batch_file, write_request
 from testkit.delta_read import delta_version, last_operation, read_delta_table
 from rpc_helpers import ON_BOTH_STORAGES, col, expect_error, table, ts
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
-from delta_destination.fivetran.batch_files import Compression
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran.batch_files import Compression
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC)

@@ -1,24 +1,24 @@
 """The core's API as a library: doors build change sets and call it; it plans each request
-as one Delta commit and hands it to the engine named by the request's Settings.
+as one Delta commit and hands it to the engine the router leases for it.
 
-    core = DeltaCore(Engines(), door="airbyte")
+    core = DeltaCore(EngineRouter(EnginePool()), door="airbyte")   # doors: doors/runtime.py open_core
     core.tables.create(settings, "sales", TableSchema(...))
     core.writer.write(settings, "sales", "orders", lambda table: change_set)
     core.migrate(settings, MigrationDetails("sales", "orders", RenameTable(...)))
 
 Doors use this object only: tables (create/alter/truncate and door markers), writer
 (live writes), history (history mode), migrate, describe, drop_table, table_names,
-probe (connection checks), upkeep, engines (health) and events (listeners).
+probe (connection checks), upkeep, engines (the router's pool: health) and events (listeners).
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from ..engines.session import Engines
+from ..engines.router import EngineRouter
 from ..settings import Settings
-from .apply import Writer
-from .catalog import Catalog
-from .ddl import Tables, validate_columns
+from .writer import Writer
+from .registry import TableRegistry
+from .tables import Tables, validate_columns
 from .events import Events
 from .history import HistoryWriter
 from .migrations import DropTable, MigrationDetails, Migrator
@@ -31,20 +31,21 @@ __all__ = ["DeltaCore", "validate_columns"]
 
 
 class DeltaCore:
-    def __init__(self, engines: Engines, door: str = "core"):
-        self.engines = engines
+    def __init__(self, router: EngineRouter, door: str = "core"):
+        self.router = router
+        self.engines = router.pool
         self.events = Events(door)
-        self._catalog = Catalog(engines, self.events)
-        self.tables = Tables(self._catalog)
-        self.writer = Writer(self._catalog)
-        self.history = HistoryWriter(self._catalog)
-        self._migrator = Migrator(self._catalog, self.tables)
-        self.upkeep = Upkeep(self._catalog)
+        self._registry = TableRegistry(router, self.events)
+        self.tables = Tables(self._registry)
+        self.writer = Writer(self._registry)
+        self.history = HistoryWriter(self._registry)
+        self._migrator = Migrator(self._registry, self.tables)
+        self.upkeep = Upkeep(self._registry)
 
     def describe(self, settings: Settings, schema: str, table: str) -> Optional[TableSchema]:
-        ref = self._catalog.locate(settings, schema, table)
-        with self._catalog.session(settings) as eng:
-            return self._catalog.describe(eng, ref)
+        ref = self._registry.locate(settings, schema, table)
+        with self._registry.session(settings) as eng:
+            return self._registry.describe(eng, ref)
 
     def migrate(self, settings: Settings, details: MigrationDetails) -> str:
         """One Migrate operation: SUCCESS or UNSUPPORTED; raises typed errors."""
@@ -58,12 +59,18 @@ class DeltaCore:
         """Names of the schema's tables starting with `prefix`, as far as the warehouse can be
         listed by the destination (empty elsewhere); names spelled in a way the destination does
         not write are left out."""
-        return self._catalog.table_names(settings, schema, prefix)
+        return self._registry.table_names(settings, schema, prefix)
 
     def location(self, settings: Settings, schema: str, table: str) -> str:
         """Where the table lives (a path or a storage URL)."""
-        return self._catalog.locate(settings, schema, table).location
+        return self._registry.locate(settings, schema, table).location
+
+    def clean_leftovers(self, settings: Settings) -> int:
+        """Remove what stopped destination processes left in the warehouse's private areas
+        (staged batches, setup probes, dropped tables); returns how many (raises OSError when the
+        store cannot be reached)."""
+        return self._registry.warehouse(settings).clean_leftovers()
 
     def probe(self, settings: Settings) -> Optional[str]:
         """None when a probe table could be written and read back; else a reason the user can act on."""
-        return probe_warehouse(self._catalog, settings)
+        return probe_warehouse(self._registry, settings)

@@ -9,7 +9,9 @@ back to the engine or to "unknown" elsewhere.
 from __future__ import annotations
 
 import json
-from typing import Optional
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 from ..warehouse import Warehouse
 
@@ -40,10 +42,72 @@ def latest_property(warehouse: Warehouse, location: str, key: str) -> Optional[s
     """The value of a table property in the newest metaData action of the JSON commits."""
     versions = sorted((int(e.name[:20]) for e in warehouse.commit_entries(location)), reverse=True)
     for version in versions:
-        metas = [a["metaData"] for a in _actions(warehouse, location, version) if isinstance(a.get("metaData"), dict)]
-        if metas:
-            return (metas[-1].get("configuration") or {}).get(key)
+        meta = metadata_of(warehouse, location, version)
+        if meta is not None:
+            return (meta.get("configuration") or {}).get(key)
     return None
+
+
+def metadata_of(warehouse: Warehouse, location: str, version: int) -> Optional[dict]:
+    """The last metaData action of one commit file, or None."""
+    metas = [a["metaData"] for a in _actions(warehouse, location, version) if isinstance(a.get("metaData"), dict)]
+    return metas[-1] if metas else None
+
+
+@dataclass
+class PropertyWatch:
+    """The current value of one table property, read from the table's Delta log incrementally:
+    log files never change once written, so each look lists the log and reads only the commits
+    newer than the last one read. Where the log cannot say (storage the destination cannot list,
+    or no JSON commit holds a metaData action any more: cleaned up behind a checkpoint), `ask`
+    gives every value the property has had, through the engine, and the newest counts -- so it
+    serves properties whose values only grow. Never takes the table's lock: a commit guard asks
+    it while the writer holds that lock."""
+
+    warehouse: Warehouse
+    location: str
+    key: str
+    ask: Callable[[], list[str]]
+    version: int = -1                  # newest commit read so far
+    value: Optional[str] = None
+    known: bool = False                # a metaData action was read (or the engine told us)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def current(self) -> Optional[str]:
+        if not self.warehouse.can_list:
+            return max(self.ask(), default=None)
+        with self._lock:
+            new = sorted(v for v in (int(e.name[:20]) for e in self.warehouse.commit_entries(self.location))
+                         if v > self.version)
+            if new:
+                # Once known, newer commits oldest first (the last metaData wins); the first read goes
+                # newest first, up to the first metaData.
+                for v in (new if self.known else reversed(new)):
+                    meta = metadata_of(self.warehouse, self.location, v)
+                    if meta is not None:
+                        self.value = (meta.get("configuration") or {}).get(self.key)
+                        if not self.known:
+                            self.known = True
+                            break
+                self.version = new[-1]
+            if not self.known:
+                self.value, self.known = max(self.ask(), default=None), True
+            return self.value
+
+
+def commits_keep_metadata(warehouse: Warehouse, location: str, after: int, upto: int) -> bool:
+    """Do the commits after..upto (JSON, all readable) hold no metaData action, i.e. leave the
+    table's schema and properties as they were at `after`? False when one cannot be read."""
+    for version in range(after + 1, upto + 1):
+        path = warehouse.join_location(location, "_delta_log", f"{version:020d}.json")
+        try:
+            text = warehouse.storage.read_bytes(path).decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return False
+        if any('"metaData"' in line and isinstance(json.loads(line).get("metaData"), dict)
+               for line in text.splitlines() if line.strip()):
+            return False
+    return True
 
 
 def commit_info(warehouse: Warehouse, location: str, version: int) -> Optional[dict]:

@@ -39,8 +39,8 @@ import pyarrow.compute as pc
 from .. import logs
 from ..errors import SchemaMismatch
 from ..settings import Settings
-from .apply import CommitGuard, check_keys, commit, guard_merge, positional_arrays
-from .catalog import Catalog, OpenTable
+from .writer import CommitGuard, check_keys, commit, guard_merge, positional_arrays
+from .registry import TableRegistry, OpenTable
 from .changes import ChangeSet, Changes, CommitResult, Op
 from .model import ACTIVE, END, START, TableSchema
 from .sql import H_CLOSE as OP_CLOSE, H_DELETE as OP_DELETE, H_UPSERT as OP_UPSERT
@@ -76,18 +76,19 @@ def history_keys(table: TableSchema, display: str) -> list[str]:
 class HistoryWriter:
     """Applies history-mode change sets (earliest-start, update, replace and delete pieces)."""
 
-    def __init__(self, catalog: Catalog):
-        self.catalog = catalog
+    def __init__(self, registry: TableRegistry):
+        self.registry = registry
 
     def write(self, settings: Settings, schema: str, table_name: str,
               read: Callable[[TableSchema], ChangeSet], what: str = "WriteHistoryBatch",
               guard: Optional[CommitGuard] = None) -> CommitResult:
         start_time = time.monotonic()
-        with self.catalog.opened(settings, schema, table_name, what) as t:
+        ahead = self.registry.read_ahead(settings, schema, table_name, read)   # before the lock (Writer.write)
+        with self.registry.opened(settings, schema, table_name, what) as t:
             table = t.table
             keys = history_keys(table, t.display)
             plan = _Planner(table, keys)
-            changes = read(table)
+            changes = t.input(read, ahead)
             counts = plan.add(changes)
             result = dict(upserts=counts["replace"], updates=counts["update"], deletes=counts["delete"])
             if plan.empty:
@@ -96,8 +97,8 @@ class HistoryWriter:
             current = self._current_versions(t, plan)
             source = plan.actions(current)
             if source.num_rows:
-                guard_merge(self.catalog, t, source)
-                self.catalog.prepare_spark_rewrite(t, guard)
+                guard_merge(t, source)
+                self.registry.prepare_rewrite(t, guard)
                 with t.eng.shipped(source, t.warehouse) as view:
                     sql = history_merge_sql(t.sql_name, view, table, keys, START, END, ACTIVE)
                     commit(t, f"merge into {t.display}", sql, guard)

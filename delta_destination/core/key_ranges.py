@@ -63,7 +63,7 @@ def source_ranges(source: pa.Table, table: TableSchema, keys: Sequence[str]) -> 
 
 
 def keys_cannot_match(ref, table: TableSchema, keys: Sequence[str], source: pa.Table) -> bool:
-    """True when the log proves no source key of the table at `ref` (a catalog.TableRef) is
+    """True when the log proves no source key of the table at `ref` (a registry.TableRef) is
     stored; False when unsure (also where the destination cannot read the log itself)."""
     if not ref.warehouse.can_list or source.num_rows == 0:
         return False

@@ -29,7 +29,7 @@ class TableSize:
 
 def table_size(ref) -> Optional[TableSize]:
     """Sum of the live files' `add.size` (and numRecords) of the table at `ref` (a
-    catalog.TableRef), read from its log with delta-rs; None where the destination cannot
+    registry.TableRef), read from its log with delta-rs; None where the destination cannot
     read the log itself (not measured: no guard there)."""
     if not ref.warehouse.can_list:
         return None

@@ -91,7 +91,7 @@ def drop_safe_stats_properties(kept: TableSchema) -> dict[str, str]:
     columns whose names need no quotes. delta-spark 4.4's DROP COLUMNS writes the list
     back without its backticks and then fails to parse it (a kept `a b` fails the drop
     with "Couldn't find column a"); the full list is written again right after the drop
-    (catalog.set_metadata), so only that one commit has fewer statistics columns.
+    (registry.set_metadata), so only that one commit has fewer statistics columns.
     """
     plain = TableSchema(kept.name, tuple(c for c in kept.columns if PLAIN_NAME.fullmatch(c.name)))
     props = stats_properties(plain)

@@ -13,20 +13,19 @@ been started with it (README, "A Spark cluster and a catalog"). Sail cannot regi
 Names: the metastore keeps database and table names in lower case and accepts ASCII letters,
 digits and `_` (Hive's MetaStoreUtils.validateName); a name it cannot hold is refused before
 anything is written, with the reason. Tables that differ only in case are refused anyway
-(catalog.Catalog.check_new_name). Door working tables (Airbyte's overwrite staging) are not
+(catalog.TableRegistry.check_new_name). Door working tables (Airbyte's overwrite staging) are not
 registered: their rows reach a real table in a later operation.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import replace
-from typing import Callable, ContextManager
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from .. import logs
-from ..engines.engine_session import EngineSession
-from ..engines.session import Engines
+from ..engines.router import EngineRouter, EngineSession
 from ..errors import InvalidRequest
-from ..settings import AUTO, Settings
+from ..settings import Settings
 from .sql import create_database_sql, register_external_sql, unregister_sql
 
 log = logs.get(__name__)
@@ -50,8 +49,8 @@ def catalog_name(kind: str, name: str) -> str:
 class Metastore:
     """Keeps the metastore in step with the tables (a no-op without `catalog_uri`)."""
 
-    def __init__(self, engines: Engines, working_table: Callable[[str, str], bool]):
-        self.engines = engines
+    def __init__(self, router: EngineRouter, working_table: Callable[[str, str], bool]):
+        self.router = router
         self.working_table = working_table
 
     @staticmethod
@@ -67,9 +66,11 @@ class Metastore:
             catalog_name("schema", schema)
             catalog_name("table", table)
 
-    def session(self, settings: Settings) -> ContextManager[EngineSession]:
-        """A Spark engine whose catalog is the metastore (the local engine is started with it), leased."""
-        return self.engines.lease(replace(settings, engine="spark"), on_demand=settings.engine == AUTO)
+    @contextmanager
+    def session(self, settings: Settings) -> Iterator[EngineSession]:
+        """The engine whose catalog is the metastore (the router knows which), leased."""
+        with self.router.catalog_lease(settings) as lease:
+            yield lease.session
 
     def register(self, settings: Settings, schema: str, table: str, location: str) -> None:
         """An external Delta table entry `schema.table` at `location` (a replay finds it there)."""

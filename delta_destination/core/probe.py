@@ -9,18 +9,17 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from ..engines.dialect import dialect_for
 from ..errors import DestinationError
 from ..settings import Settings
 from .model import Column, DataType
 from .sql import column_defs, probe_insert_sql, select_sql
 
 
-def probe_warehouse(catalog, settings: Settings) -> Optional[str]:
+def probe_warehouse(registry, settings: Settings) -> Optional[str]:
     """None when a probe table could be written and read back; else a reason the user can act on."""
-    wh = catalog.warehouse(settings)
+    wh = registry.warehouse(settings)
     try:
-        dialect_for(catalog.choose(settings).engine).check_warehouse_root(wh.root)
+        registry.router.check_warehouse(settings, wh.root)
     except DestinationError as exc:
         return exc.message
     if wh.is_local:
@@ -32,7 +31,7 @@ def probe_warehouse(catalog, settings: Settings) -> Optional[str]:
             return f"The warehouse directory {wh.root} is not writable by the destination."
     probe = wh.new_probe_location()
     try:
-        with catalog.session(settings) as eng:
+        with registry.session(settings) as eng:
             try:
                 return write_and_read_probe(eng, probe)
             finally:

@@ -25,7 +25,7 @@ from typing import Iterator, Optional
 from .. import logs
 from ..errors import InvalidRequest, TableNotFound, UnsupportedOperation
 from ..settings import Settings
-from .catalog import Catalog, TableRef
+from .registry import TableRegistry, TableRef
 
 log = logs.get(__name__)
 
@@ -63,14 +63,14 @@ class UpkeepReport:
 
 
 class Upkeep:
-    def __init__(self, catalog: Catalog):
-        self.catalog = catalog
+    def __init__(self, registry: TableRegistry):
+        self.registry = registry
 
     def tables(self, settings: Settings, schema: Optional[str] = None, table: Optional[str] = None) -> Iterator[TableRef]:
         """The tables to look after: one, a schema's, or the whole (local) warehouse."""
-        wh = self.catalog.warehouse(settings)
+        wh = self.registry.warehouse(settings)
         if schema and table:
-            yield self.catalog.locate(settings, schema, table)
+            yield self.registry.locate(settings, schema, table)
             return
         if not wh.can_list:
             raise InvalidRequest("listing tables needs a warehouse the destination can list (a directory or s3://): "
@@ -83,9 +83,9 @@ class Upkeep:
     def run(self, settings: Settings, ref: TableRef, options: UpkeepOptions, wait: bool = True) -> UpkeepReport:
         report = UpkeepReport(ref.display, ref.location)
         started = time.monotonic()
-        lock = self.catalog.lock(ref)
+        lock = self.registry.lock(ref)
         # The engine first (a local Spark JVM may have to start): the table stays writable meanwhile.
-        with self.catalog.session(settings, upkeep=True) as eng:
+        with self.registry.session(settings, upkeep=True) as eng:
             if not lock.acquire(blocking=wait):
                 report.skipped = "a write is in progress"
                 return report
@@ -93,13 +93,13 @@ class Upkeep:
                 self._steps(eng, ref, options, report)
             finally:
                 lock.release()
-                self.catalog.forget(ref)
+                self.registry.forget(ref)
         report.seconds = time.monotonic() - started
         log.info(f"upkeep {report.summary()}")
         return report
 
     def _steps(self, eng, ref: TableRef, options: UpkeepOptions, report: UpkeepReport) -> None:
-        if not self.catalog.exists(eng, ref):
+        if not self.registry.exists(eng, ref):
             raise TableNotFound(f"table {ref.display} does not exist")
         steps = {
             "compact": lambda action: eng.compact(action, ref.location),

@@ -14,7 +14,8 @@ from typing import Callable, Optional
 
 from .. import lineage, metrics
 from ..core.api import DeltaCore
-from ..engines.session import Engines
+from ..engines.pool import EnginePool
+from ..engines.router import EngineRouter
 from ..engines.supervisor import RecyclePolicy
 from ..settings import Runtime
 
@@ -34,7 +35,7 @@ def recycle_policy(options: Runtime, door: str) -> RecyclePolicy:
 
 @dataclass
 class DoorRuntime:
-    engines: Engines
+    engines: EnginePool
     core: DeltaCore
     lineage: lineage.Lineage
     metrics_port: Optional[int] = None   # where /metrics is served (None: off)
@@ -51,8 +52,8 @@ class DoorRuntime:
 def open_core(door: str, options: Runtime, working_table: Optional[Callable[[str, str], bool]] = None) -> DoorRuntime:
     """The core of a door's process. `working_table`: the door's own working tables, which
     lineage leaves out (Airbyte's overwrite staging)."""
-    engines = Engines(idle_minutes=options.spark_idle_minutes, recycle=recycle_policy(options, door))
-    core = DeltaCore(engines, door=door)
+    engines = EnginePool(idle_minutes=options.spark_idle_minutes, recycle=recycle_policy(options, door))
+    core = DeltaCore(EngineRouter(engines), door=door)
     if working_table is not None:
         core.events.working_table = working_table
     core.events.listeners.append(metrics.CommitMetrics())

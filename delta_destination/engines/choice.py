@@ -7,7 +7,7 @@ local Apache Spark engine streams the target, handles tables of any size, and is
 one that can do table upkeep and register tables in a metastore, but it costs a JVM (about
 1.5-3 GB and half a minute to start). So auto serves each request on Sail unless Sail cannot
 serve it, and then on Spark, started on first need and stopped after an idle time
-(engines/session.py). Both engines read and write each other's tables (the tables auto
+(engines/pool.py). Both engines read and write each other's tables (the tables auto
 creates are Sail's: no deletion vectors, no column mapping; docs/engines.md).
 
 The rules are pure functions of the settings and of numbers the core measured, so they are

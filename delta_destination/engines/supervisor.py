@@ -8,7 +8,7 @@ the engine took every request of every table with it. Here each storage configur
 one Sail process (sail_engine.py) at a time, the *current generation*:
 
 - every request leases the current generation for as long as it uses the engine (a lease is
-  what Engines.lease hands out), so a generation is never stopped under a running request;
+  what EnginePool.lease hands out), so a generation is never stopped under a running request;
 - when a lease ends and the generation's resident memory is over `max_memory_bytes` (or it
   has served `max_requests`), a new process is started in the background; once it listens it
   becomes current, new leases go to it, and the old one stops as soon as its last lease ends;
@@ -112,7 +112,7 @@ class SupervisedEngine:
     def __init__(self, start: Callable[[], SailProcess], policy: RecyclePolicy,
                  forget: Callable[[str], None], label: str = "the Sail engine"):
         """`start` starts a process; `forget(url)` drops the sessions of a process that ended or
-        is about to (Engines); `label` names it in log lines."""
+        is about to (EnginePool); `label` names it in log lines."""
         self._start = start
         self.policy = policy
         self._forget = forget

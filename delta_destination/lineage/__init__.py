@@ -2,8 +2,8 @@
 
 A door wires it with ONE call after building its core, and closes it on shutdown:
 
-    core = DeltaCore(engines, door="airbyte")
-    lineage = delta_destination.lineage.attach(core)      # reads the environment
+    runtime = open_core("airbyte", options)      # doors/runtime.py: engines, core, metrics, and this
+    lineage = delta_destination.lineage.attach(runtime.core)      # reads the environment
     ...
     lineage.close()
 

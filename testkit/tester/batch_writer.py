@@ -17,9 +17,9 @@ import random
 from pathlib import Path
 
 from delta_destination.core.model import END, START, TableSchema
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
-from delta_destination.fivetran.batch_files import Compression, FileFormat
-from delta_destination.fivetran.convert import table_to_proto
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran.batch_files import Compression, FileFormat
+from delta_destination.doors.fivetran.convert import table_to_proto
 from testkit import batch_files
 from .reference_model import ModelTable
 from .values import file_value

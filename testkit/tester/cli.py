@@ -10,8 +10,8 @@ import argparse
 
 import grpc
 
-from delta_destination.fivetran._proto import destination_sdk_pb2_grpc
-from delta_destination.fivetran.batch_files import Compression
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2_grpc
+from delta_destination.doors.fivetran.batch_files import Compression
 from .runner import run_input_file
 from .state import RunResult
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from delta_destination.core.model import DELETED, Column, TableSchema
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
-from delta_destination.fivetran.convert import table_to_proto
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran.convert import table_to_proto
 from .inputs import column_from_spec
 from .reference_model import ModelError, ModelTable
 from .state import RunState

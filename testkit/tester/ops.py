@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from delta_destination.core.model import ACTIVE, DELETED, END, FIVETRAN_ID, START, SYNCED
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from .inputs import OP_TIME
 from .reference_model import ModelTable
 from .state import RunState

@@ -17,9 +17,9 @@ from typing import Any, Callable, Optional
 import grpc
 
 from delta_destination.errors import InvalidRequest
-from delta_destination.fivetran._proto import destination_sdk_pb2 as pb
-from delta_destination.fivetran.batch_files import FileFormat
-from delta_destination.fivetran.convert import table_from_proto, table_to_proto
+from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.doors.fivetran.batch_files import FileFormat
+from delta_destination.doors.fivetran.convert import table_from_proto, table_to_proto
 from . import migrations
 from .batch_writer import BatchWriter
 from .compare import compare_rows, compare_schema, read_back, table_path, type_name, warehouse_of

@@ -10,7 +10,7 @@ from typing import Callable, Optional
 
 import grpc
 
-from delta_destination.fivetran.batch_files import Compression, FileFormat
+from delta_destination.doors.fivetran.batch_files import Compression, FileFormat
 from .batch_writer import BatchWriter
 from .reference_model import ReferenceModel
 from .values import ONE_MS

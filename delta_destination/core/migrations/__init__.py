@@ -11,8 +11,8 @@ from typing import Callable
 
 from ... import logs
 from ...settings import Settings
-from ..catalog import Catalog
-from ..ddl import Tables
+from ..registry import TableRegistry
+from ..tables import Tables
 from ...errors import InvalidRequest
 from .columns import ColumnMigrations
 from .history_columns import HistoryColumnMigrations
@@ -59,12 +59,12 @@ def _snake(name: str) -> str:
 
 
 class Migrator:
-    def __init__(self, catalog: Catalog, tables: Tables):
-        self.catalog = catalog
-        t = TableMigrations(catalog, tables)
-        c = ColumnMigrations(catalog, tables)
-        h = HistoryColumnMigrations(catalog, tables)
-        s = SyncModeMigrations(catalog, tables)
+    def __init__(self, registry: TableRegistry, tables: Tables):
+        self.registry = registry
+        t = TableMigrations(registry, tables)
+        c = ColumnMigrations(registry, tables)
+        h = HistoryColumnMigrations(registry, tables)
+        s = SyncModeMigrations(registry, tables)
         self._handlers: dict[type, Callable] = {
             DropTable: t.drop_table,
             RenameTable: t.rename_table,
@@ -83,9 +83,9 @@ class Migrator:
         """The table's columns once a migration committed, for listeners (lineage). Reporting
         only: a table that moved away (rename, drop) or any failure gives no columns."""
         try:
-            ref = self.catalog.locate(settings, details.schema, details.table)
-            with self.catalog.session(settings) as eng:
-                table = self.catalog.describe(eng, ref)
+            ref = self.registry.locate(settings, details.schema, details.table)
+            with self.registry.session(settings) as eng:
+                table = self.registry.describe(eng, ref)
         except Exception:  # noqa: BLE001 - the migration has committed; never fail it now
             return ()
         return table.columns if table is not None else ()
@@ -98,15 +98,15 @@ class Migrator:
         start = time.monotonic()
         name = "Migrate:" + _snake(type(details.operation).__name__)
         try:
-            ref = self.catalog.locate(settings, details.schema, details.table)
+            ref = self.registry.locate(settings, details.schema, details.table)
             location, warehouse = ref.location, ref.warehouse
         except InvalidRequest:  # some operations name their tables elsewhere (from_table); they check
             location, warehouse = "", None
-        with self.catalog.events.operation(name, details.schema, details.table, location, warehouse) as outcome:
+        with self.registry.events.operation(name, details.schema, details.table, location, warehouse) as outcome:
             result, summary = handler(settings, details, details.operation)
             outcome.committed = result == SUCCESS
             outcome.lifecycle = LIFECYCLE.get(type(details.operation)) if outcome.committed else None
-            if outcome.committed and location and self.catalog.events.listeners:
+            if outcome.committed and location and self.registry.events.listeners:
                 outcome.columns = self._columns_after(settings, details)
         log.info(f"Migrate {details.schema}.{details.table}: {summary} ({time.monotonic() - start:.2f}s)")
         return result

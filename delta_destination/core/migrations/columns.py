@@ -15,14 +15,14 @@ from .operations import SUCCESS, AddColumnWithDefaultValue, CopyColumn, Migratio
 
 class ColumnMigrations(MigrationFamily):
     def rename_column(self, settings: Settings, d: MigrationDetails, op: RenameColumn):
-        ref = self.catalog.locate(settings, d.schema, d.table)
-        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
-            cur = self.catalog.require(eng, ref)
+        ref = self.registry.locate(settings, d.schema, d.table)
+        with self.registry.session(settings) as eng, self.registry.locked(ref):
+            cur = self.registry.require(eng, ref)
             if op.from_column == op.to_column:
                 return SUCCESS, "rename_column: same name, nothing to do"
             old, new = cur.get(op.from_column), cur.get(op.to_column)
             if old is None and new is not None:
-                self.catalog.tidy_metadata(eng, ref, cur)
+                self.registry.tidy_metadata(eng, ref, cur)
                 return SUCCESS, f"rename_column: {op.from_column!r} is already renamed to {op.to_column!r} (replay)"
             if old is None:
                 raise SchemaMismatch(f"rename_column: column {op.from_column!r} does not exist in {ref.display}")
@@ -43,9 +43,9 @@ class ColumnMigrations(MigrationFamily):
         return SUCCESS, f"rename_column: {op.from_column!r} renamed to {op.to_column!r} ({how})"
 
     def copy_column(self, settings: Settings, d: MigrationDetails, op: CopyColumn):
-        ref = self.catalog.locate(settings, d.schema, d.table)
-        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
-            cur = self.catalog.require(eng, ref)
+        ref = self.registry.locate(settings, d.schema, d.table)
+        with self.registry.session(settings) as eng, self.registry.locked(ref):
+            cur = self.registry.require(eng, ref)
             src = cur.get(op.from_column)
             if src is None:
                 raise SchemaMismatch(f"copy_column: column {op.from_column!r} does not exist in {ref.display}")
@@ -67,10 +67,10 @@ class ColumnMigrations(MigrationFamily):
 
     def add_column_with_default_value(self, settings: Settings, d: MigrationDetails, op: AddColumnWithDefaultValue):
         what = "add_column_with_default_value"
-        ref = self.catalog.locate(settings, d.schema, d.table)
+        ref = self.registry.locate(settings, d.schema, d.table)
         new = new_column(op.column, op.column_type)
-        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
-            cur = self.catalog.require(eng, ref)
+        with self.registry.session(settings) as eng, self.registry.locked(ref):
+            cur = self.registry.require(eng, ref)
             existing = cur.get(new.name)
             if existing is not None:
                 # The guide: if the column exists, still set the default on all rows. The
@@ -91,9 +91,9 @@ class ColumnMigrations(MigrationFamily):
         return SUCCESS, f"{what}: column {new.name!r} added with its default (one commit)"
 
     def update_column_value(self, settings: Settings, d: MigrationDetails, op: UpdateColumnValue):
-        ref = self.catalog.locate(settings, d.schema, d.table)
-        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
-            cur = self.catalog.require(eng, ref)
+        ref = self.registry.locate(settings, d.schema, d.table)
+        with self.registry.session(settings) as eng, self.registry.locked(ref):
+            cur = self.registry.require(eng, ref)
             col = cur.get(op.column)
             if col is None:
                 raise SchemaMismatch(f"update_column_value: column {op.column!r} does not exist in {ref.display}")

@@ -24,10 +24,10 @@ from typing import Optional
 
 import pyarrow as pa
 
-from ...engines.engine_session import EngineSession
+from ...engines.router import EngineSession
 from ...settings import Settings
-from ..catalog import Catalog, TableRef
-from ..ddl import Tables
+from ..registry import TableRegistry, TableRef
+from ..tables import Tables
 from ...errors import CustomerActionRequired, InvalidRequest, SchemaMismatch, ValueConversionError
 from ..model import ACTIVE, END, START, Column, DataType, TableSchema
 from ...names import check_column_name
@@ -119,15 +119,15 @@ def param_name(cur: TableSchema) -> str:
 
 
 class MigrationFamily:
-    """Base of the per-family handlers: the catalog and the shared one-commit steps."""
+    """Base of the per-family handlers: the table registry and the shared one-commit steps."""
 
-    def __init__(self, catalog: Catalog, tables: Tables):
-        self.catalog = catalog
+    def __init__(self, registry: TableRegistry, tables: Tables):
+        self.registry = registry
         self.tables = tables
 
     def forget(self, eng: EngineSession, ref: TableRef) -> None:
-        self.catalog.schema_changed(eng, ref)
-        self.catalog.forget(ref)
+        self.registry.schema_changed(eng, ref)
+        self.registry.forget(ref)
 
     def run_merge(self, eng: EngineSession, settings: Settings, ref: TableRef, source: pa.Table, sql_template: str) -> None:
         """Ship `source` to the engine and run the MERGE (`{view}` in the template names it)."""

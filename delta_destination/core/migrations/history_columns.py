@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ...engines.engine_session import EngineSession
+from ...engines.router import EngineSession
 from ...errors import InvalidRequest, SchemaMismatch
 from ...settings import Settings
-from ..catalog import TableRef
+from ..registry import TableRef
 from ..history import MAX_END_US, ONE_MS
 from ..model import ACTIVE, START, Column, TableSchema
 from ..sql import active_after_sql, history_add_column_select_sql, history_set_column_merge_sql
@@ -20,11 +20,11 @@ from .operations import SUCCESS, AddColumnInHistoryMode, DropColumnInHistoryMode
 class HistoryColumnMigrations(MigrationFamily):
     def add_column_in_history_mode(self, settings: Settings, d: MigrationDetails, op: AddColumnInHistoryMode):
         what = "add_column_in_history_mode"
-        ref = self.catalog.locate(settings, d.schema, d.table)
+        ref = self.registry.locate(settings, d.schema, d.table)
         new = new_column(op.column, op.column_type)
         ts = parse_timestamp_us(op.operation_timestamp, what)
-        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
-            cur = self.catalog.require(eng, ref)
+        with self.registry.session(settings) as eng, self.registry.locked(ref):
+            cur = self.registry.require(eng, ref)
             keys = history_keys_for(cur, ref, what)
             self.refuse_versions_after(eng, ref, ts, what)
             existing = cur.get(new.name)
@@ -62,10 +62,10 @@ class HistoryColumnMigrations(MigrationFamily):
 
     def drop_column_in_history_mode(self, settings: Settings, d: MigrationDetails, op: DropColumnInHistoryMode):
         what = "drop_column_in_history_mode"
-        ref = self.catalog.locate(settings, d.schema, d.table)
+        ref = self.registry.locate(settings, d.schema, d.table)
         ts = parse_timestamp_us(op.operation_timestamp, what)
-        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
-            cur = self.catalog.require(eng, ref)
+        with self.registry.session(settings) as eng, self.registry.locked(ref):
+            cur = self.registry.require(eng, ref)
             keys = history_keys_for(cur, ref, what)
             col = cur.get(op.column)
             if col is None:

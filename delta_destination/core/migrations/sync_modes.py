@@ -8,7 +8,7 @@ from typing import Optional
 
 import pyarrow as pa
 
-from ...engines.engine_session import EngineSession
+from ...engines.router import EngineSession
 from ...errors import SchemaMismatch
 from ...names import check_column_name
 from ...settings import Settings
@@ -75,16 +75,16 @@ class SyncModeMigrations(MigrationFamily):
         if op.type == SyncModeMigration.HISTORY_TO_SOFT_DELETE:
             return self._history_to_soft_delete(settings, d, op)
         # SEMANTICS.md: the LIVE_* modes are not offered to partners yet.
-        self.catalog.locate(settings, d.schema, d.table)
+        self.registry.locate(settings, d.schema, d.table)
         return UNSUPPORTED, f"{op.type.name} is not supported (live mode is not offered to partners yet)"
 
     def _soft_delete_to_history(self, settings: Settings, d: MigrationDetails, op: TableSyncModeMigration):
-        ref = self.catalog.locate(settings, d.schema, d.table)
+        ref = self.registry.locate(settings, d.schema, d.table)
         soft = op.soft_deleted_column or DELETED
-        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
-            cur = self.catalog.require(eng, ref)
+        with self.registry.session(settings) as eng, self.registry.locked(ref):
+            cur = self.registry.require(eng, ref)
             if cur.is_history_mode:
-                self.catalog.tidy_metadata(eng, ref, cur)
+                self.registry.tidy_metadata(eng, ref, cur)
                 return SUCCESS, "SOFT_DELETE_TO_HISTORY: already in history mode (replay)"
             conv = to_history(eng, ref.location, cur, soft, live=False)
             with eng.shipped(conv.params, ref.warehouse) as view:
@@ -98,14 +98,14 @@ class SyncModeMigrations(MigrationFamily):
         keep_deleted_rows is honoured only when explicitly false (then keys whose latest version
         is inactive are removed); soft-delete mode otherwise keeps deleted rows, flagged."""
         what = "HISTORY_TO_SOFT_DELETE"
-        ref = self.catalog.locate(settings, d.schema, d.table)
+        ref = self.registry.locate(settings, d.schema, d.table)
         soft = op.soft_deleted_column or DELETED
         check_column_name(soft)
-        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
-            cur = self.catalog.require(eng, ref)
+        with self.registry.session(settings) as eng, self.registry.locked(ref):
+            cur = self.registry.require(eng, ref)
             if not cur.is_history_mode:
                 if cur.has(soft):
-                    self.catalog.tidy_metadata(eng, ref, cur)
+                    self.registry.tidy_metadata(eng, ref, cur)
                     return SUCCESS, f"{what}: already in soft-delete mode (replay)"
                 raise SchemaMismatch(f"{what}: table {ref.display} is not in history mode")
             keys = history_keys_for(cur, ref, what)

@@ -19,13 +19,13 @@ import json
 import threading
 from typing import Optional
 
-from ...engines.engine_session import EngineSession
+from ...engines.router import EngineSession
 from ...errors import InvalidRequest, SchemaMismatch, TableAlreadyExists, TableNotFound
 from ...settings import Settings
 from ...warehouse import abandoned, owner_id
 from .. import metadata
-from ..catalog import TableRef
-from ..ddl import validate_columns
+from ..registry import TableRef
+from ..tables import validate_columns
 from ..delta_log import delta_version, latest_property
 from ..model import TableSchema
 from ..sql import select_sql
@@ -39,20 +39,20 @@ COPY_PROPERTY = "fivetran.copy_of"
 
 
 class TableMigrations(MigrationFamily):
-    def __init__(self, catalog, tables):
-        super().__init__(catalog, tables)
+    def __init__(self, registry, tables):
+        super().__init__(registry, tables)
         self._trash_lock = threading.Lock()
 
     # ---- drop ----------------------------------------------------------------------------------
     def drop_table(self, settings: Settings, d: MigrationDetails, op: DropTable):
-        ref = self.catalog.locate(settings, d.schema, d.table)
-        with self.catalog.session(settings) as eng, self.catalog.locked(ref):
-            if not self.catalog.exists(eng, ref):
+        ref = self.registry.locate(settings, d.schema, d.table)
+        with self.registry.session(settings) as eng, self.registry.locked(ref):
+            if not self.registry.exists(eng, ref):
                 self.forget(eng, ref)
-                self.catalog.metastore.unregister(settings, d.schema, d.table)
+                self.registry.metastore.unregister(settings, d.schema, d.table)
                 return SUCCESS, "drop_table: the table does not exist (nothing to drop)"
             self._drop(eng, ref)
-            self.catalog.metastore.unregister(settings, d.schema, d.table)
+            self.registry.metastore.unregister(settings, d.schema, d.table)
         return SUCCESS, "drop_table: dropped"
 
     def _drop(self, eng: EngineSession, ref: TableRef) -> None:
@@ -82,28 +82,28 @@ class TableMigrations(MigrationFamily):
 
     # ---- rename ------------------------------------------------------------------------------
     def rename_table(self, settings: Settings, d: MigrationDetails, op: RenameTable):
-        src = self.catalog.locate(settings, d.schema, op.from_table or d.table)
-        dst = self.catalog.locate(settings, d.schema, op.to_table)
+        src = self.registry.locate(settings, d.schema, op.from_table or d.table)
+        dst = self.registry.locate(settings, d.schema, op.to_table)
         if src.location == dst.location:
             return SUCCESS, "rename_table: same name, nothing to do"
-        with self.catalog.session(settings) as eng, self.catalog.locked(src, dst):
-            src_exists, dst_exists = self.catalog.exists(eng, src), self.catalog.exists(eng, dst)
+        with self.registry.session(settings) as eng, self.registry.locked(src, dst):
+            src_exists, dst_exists = self.registry.exists(eng, src), self.registry.exists(eng, dst)
             if dst_exists and src_exists:
                 marker = self._marker(src, "rename")
                 if self._is_own_copy(dst, marker, source_exists=True):
                     self._drop(eng, src)   # a crash between the copy and the drop: finish it
-                    self.catalog.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
+                    self.registry.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
                     return SUCCESS, f"rename_table: {src.display} renamed to {dst.table} (replay finished the drop)"
                 raise TableAlreadyExists(f"rename_table: table {dst.display} already exists; {src.display} was not renamed")
             if dst_exists:
                 self.forget(eng, src)
-                self.catalog.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
+                self.registry.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
                 return SUCCESS, f"rename_table: {src.display} is already renamed to {dst.table} (replay)"
             if not src_exists:
                 raise TableNotFound(f"rename_table: table {src.display} does not exist")
             if src.table.casefold() != dst.table.casefold():  # a rename of case alone is fine
-                self.catalog.check_new_name(settings, dst)
-            self.catalog.metastore.check(settings, d.schema, dst.table)
+                self.registry.check_new_name(settings, dst)
+            self.registry.metastore.check(settings, d.schema, dst.table)
             if src.warehouse.can_rename:
                 self._clear_way(dst)
                 self.fs("rename_table", lambda: src.warehouse.rename_dir(src.location, dst.location))
@@ -111,13 +111,13 @@ class TableMigrations(MigrationFamily):
                 self.forget(eng, dst)
                 how = f"renamed to {dst.table}"
             else:
-                source = self.catalog.require(eng, src)
+                source = self.registry.require(eng, src)
                 marker = self._marker(src, "rename")
                 self._create_from(eng, dst, TableSchema(dst.table, source.columns),
                                   lambda view: select_sql(eng.table_name(src.location), ["*"]), None, marker)
                 self._drop(eng, src)
                 how = f"copied to {dst.table} in one commit, then {src.table} dropped"
-            self.catalog.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
+            self.registry.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
         return SUCCESS, f"rename_table: {how}"
 
     def _clear_way(self, dst: TableRef) -> None:
@@ -138,22 +138,22 @@ class TableMigrations(MigrationFamily):
     def _copy(self, settings: Settings, d: MigrationDetails, from_table: str, to_table: str, kind: str,
               soft: Optional[str]):
         what = "copy_table" if kind == "copy" else "copy_table_to_history_mode"
-        src = self.catalog.locate(settings, d.schema, from_table)
-        dst = self.catalog.locate(settings, d.schema, to_table)
+        src = self.registry.locate(settings, d.schema, from_table)
+        dst = self.registry.locate(settings, d.schema, to_table)
         if src.location == dst.location:
             raise InvalidRequest(f"{what}: source and target are the same table")
-        with self.catalog.session(settings) as eng, self.catalog.locked(src, dst):
-            source = self.catalog.describe(eng, src)
+        with self.registry.session(settings) as eng, self.registry.locked(src, dst):
+            source = self.registry.describe(eng, src)
             marker = self._marker(src, kind) if source is not None else {"source": src.display, "version": None, "kind": kind}
-            if self.catalog.exists(eng, dst):
+            if self.registry.exists(eng, dst):
                 if self._is_own_copy(dst, marker, source is not None):
-                    self.catalog.metastore.register(settings, d.schema, dst.table, dst.location)
+                    self.registry.metastore.register(settings, d.schema, dst.table, dst.location)
                     return SUCCESS, f"{what}: {dst.table} is already this copy (replay)"
                 raise TableAlreadyExists(f"{what}: table {dst.display} already exists")
             if source is None:
                 raise TableNotFound(f"{what}: table {src.display} does not exist")
-            self.catalog.check_new_name(settings, dst)
-            self.catalog.metastore.check(settings, d.schema, dst.table)
+            self.registry.check_new_name(settings, dst)
+            self.registry.metastore.check(settings, d.schema, dst.table)
             src_name = eng.table_name(src.location)
             if kind == "copy":
                 target = TableSchema(dst.table, source.columns)
@@ -166,7 +166,7 @@ class TableMigrations(MigrationFamily):
                 target = TableSchema(dst.table, conv.target.columns)
                 self._create_from(eng, dst, target, lambda view: conv.select(src_name, view), conv.params, marker)
                 how = f"({conv.how}) copied into"
-            self.catalog.metastore.register(settings, d.schema, dst.table, dst.location)
+            self.registry.metastore.register(settings, d.schema, dst.table, dst.location)
         return SUCCESS, f"{what}: {how} {dst.table}"
 
     def _marker(self, src: TableRef, kind: str) -> dict:

@@ -1,0 +1,293 @@
+"""Table definitions: create, alter, truncate (describe is the catalog's).
+
+Each is one Delta commit where the data changes (a type change or a dropped column is
+one overwrite commit; Sail has no type widening), plus the metadata property commit.
+Where the engine can change a table's columns in place (the dialect says so per table:
+Apache Spark + Delta on a table with column mapping), a dropped column or a renamed one
+is a metadata-only commit instead of a rewrite.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Callable, Optional
+
+from .. import logs
+from ..engines.router import EngineSession
+from ..errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismatch, TableAlreadyExists
+from ..names import case_clash, check_column_name
+from ..settings import Settings
+from . import metadata
+from .delta_log import PropertyWatch
+from .registry import TableRegistry, OpenTable, TableRef
+from .model import Column, DataType, TableSchema
+from .notices import notice
+from .sql import (altered_values_sql, any_row_sql, column_defs, delete_outside_sql, recast_select_sql, rewrite_select_sql,
+                  truncate_sql)
+from .types import same_storage, spark_type, validate_decimal, value_check
+
+log = logs.get(__name__)
+
+
+def validate_columns(schema: TableSchema) -> None:
+    if not schema.columns:
+        raise InvalidRequest(f"table {schema.name!r} has no columns")
+    for c in schema.columns:
+        check_column_name(c.name)
+        validate_decimal(c)
+    clash = case_clash(c.name for c in schema.columns)
+    if clash is not None:
+        a, b = clash
+        if a == b:
+            raise InvalidRequest(f"table {schema.name!r}: duplicate column {a!r}")
+        # Spark and Delta resolve column names case-insensitively: their values would mix.
+        raise InvalidRequest(f"table {schema.name!r}: columns {a!r} and {b!r} differ only in case, which Delta "
+                             f"tables cannot hold apart; rename one of them")
+
+
+def equivalent(a: TableSchema, b: TableSchema) -> bool:
+    if [c.name for c in a.columns] != [c.name for c in b.columns]:
+        return False
+    return all(same_storage(x, y) and x.primary_key == y.primary_key for x, y in zip(a.columns, b.columns))
+
+
+def utc_ms_literal(ts: datetime) -> str:
+    """Millisecond precision, as the SDK specifies for utc_delete_before."""
+    ts = ts.astimezone(timezone.utc)
+    return ts.strftime("%Y-%m-%dT%H:%M:%S") + f".{ts.microsecond // 1000:03d}Z"
+
+
+class Tables:
+    """create / alter / truncate on the catalog's tables."""
+
+    def __init__(self, registry: TableRegistry):
+        self.registry = registry
+
+    # ---- create ----------------------------------------------------------------------------
+    def create(self, settings: Settings, schema_name: str, schema: TableSchema) -> None:
+        validate_columns(schema)
+        reg = self.registry
+        with reg.opened(settings, schema_name, schema.name, "CreateTable", require=False) as t:
+            t.outcome.columns = schema.columns
+            if t.table is not None:
+                if equivalent(t.table, schema):
+                    reg.metastore.register(settings, schema_name, schema.name, t.ref.location)
+                    log.info(f"CreateTable {t.display}: already exists with the same columns (replay)")
+                    return
+                raise TableAlreadyExists(f"table {t.display} already exists with different columns")
+            reg.check_new_name(settings, t.ref)
+            reg.metastore.check(settings, schema_name, schema.name)
+            t.warehouse.remove_failed_create(t.ref.location)
+            reg.forget(t.ref)
+            props = {**t.eng.creation_properties(), **metadata.table_properties(schema, 1)}
+            t.eng.create_table(t.ref.location, column_defs(schema.columns), props)
+            reg.remember_created(t.ref, schema)
+            reg.metastore.register(settings, schema_name, schema.name, t.ref.location)
+            t.outcome.committed, t.outcome.lifecycle = True, "CREATE"
+            log.info(f"CreateTable {t.display}: created with {len(schema.columns)} columns")
+
+    # ---- alter -----------------------------------------------------------------------------
+    def alter(self, settings: Settings, schema_name: str, desired: TableSchema, drop_columns: bool) -> str:
+        """Returns a short summary of what changed."""
+        validate_columns(desired)
+        reg = self.registry
+        with reg.opened(settings, schema_name, desired.name, "AlterTable") as t:
+            current, eng, ref = t.table, t.eng, t.ref
+            want = {c.name: c for c in desired.columns}
+            final: list[Column] = []
+            changed: list[str] = []
+            dropped: list[str] = []
+            for c in current.columns:
+                d = want.get(c.name)
+                if d is None:
+                    if drop_columns:
+                        dropped.append(c.name)
+                        continue
+                    final.append(c.with_(primary_key=False))  # kept, but the request's key set is authoritative
+                    continue
+                if not same_storage(c, d):
+                    changed.append(c.name)
+                final.append(d)
+            have = {c.name for c in current.columns}
+            added = [c for c in desired.columns if c.name not in have]
+            final += added
+            target = TableSchema(current.name, tuple(final))
+            validate_columns(target)  # an added "ID" next to a kept "id" would mix their values
+            old_key, new_key = current.primary_keys, target.primary_keys
+            if old_key != new_key and self._has_rows(t):
+                notice(f"AlterTable {ref.display}: the primary key changed from ({', '.join(old_key)}) to "
+                       f"({', '.join(new_key)}). Delta tables have no key constraints, so stored rows are not "
+                       f"re-keyed: where several of them share a value of the new key, later changes apply to "
+                       f"each of them; a re-sync of the table makes the rows unique again")
+            # In place only when the drop is the whole schema change: Delta has no single statement
+            # that drops and adds columns, and one request keeps one schema commit (a rewrite).
+            in_place = (bool(dropped) and not changed and not added and eng.drops_in_place(ref.location, dropped))
+            if changed or (dropped and not in_place):
+                self.rewrite_columns(eng, ref, current, target)
+            else:
+                if dropped:
+                    self.drop_in_place(eng, ref, current, dropped)
+                if added:
+                    eng.add_columns(ref.location, [(c.name, spark_type(c)) for c in added])
+            if tuple(final) != tuple(current.columns) or reg.stored_metadata(eng, ref) is None:
+                reg.set_metadata(eng, ref, target)
+                t.outcome.committed, t.outcome.lifecycle = True, "ALTER"
+            t.outcome.columns = target.columns
+            summary = f"added {len(added)}, changed type of {len(changed)}, dropped {len(dropped)} columns"
+            log.info(f"AlterTable {ref.display}: {summary}, {t.served_by}")
+            return summary
+
+    @staticmethod
+    def _has_rows(t: OpenTable) -> bool:
+        return bool(t.eng.rows(f"look for rows in {t.display}", any_row_sql(t.sql_name)))
+
+    def rewrite_columns(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema) -> None:
+        """Type changes and drops: one overwrite commit with the new schema (no type widening on
+        Sail). A narrowing change is checked against the stored values first."""
+        cur = {c.name: c for c in current.columns}
+        changed = [c.name for c in target.columns if c.name in cur and not same_storage(cur[c.name], c)]
+        checked = [(c.name, spark_type(cur[c.name]), spark_type(c), value_check(cur[c.name], c))
+                   for c in target.columns if c.name in changed]
+        checked = [x for x in checked if x[3] != "none"]
+        try:
+            if checked:
+                self._refuse_altered_values(eng, ref, checked)
+            self.registry.prepare_stats_for(eng, ref, current, target)
+            select = rewrite_select_sql(eng.table_name(ref.location), current, target)
+            eng.overwrite(f"rewrite {ref.display}", ref.location, select)
+        except EngineError as exc:
+            if changed and not isinstance(exc, EngineUnavailable):
+                # The rewrite is one commit, so nothing changed. A cast the stored values cannot
+                # take (text into INT, a value out of a narrower range) is the usual cause.
+                raise InvalidRequest(
+                    f"{ref.display}: the stored values of column(s) {', '.join(map(repr, changed))} cannot be "
+                    f"converted to the requested type(s); the table is unchanged"
+                ) from exc
+            raise
+        self.registry.schema_changed(eng, ref)
+
+    def drop_in_place(self, eng: EngineSession, ref: TableRef, current: TableSchema, dropped: list[str]) -> None:
+        """A metadata-only drop (the dialect said the table allows it). As after a rewrite, the
+        stored metadata is written after the drop (alter): until then it still lists the
+        vanished columns, which describe ignores. The values stay in the data files, no longer
+        referenced, until those files are rewritten and vacuumed."""
+        kept = TableSchema(current.name, tuple(c for c in current.columns if c.name not in dropped))
+        self.registry.set_properties(eng, ref, metadata.drop_safe_stats_properties(kept))
+        eng.drop_columns(ref.location, dropped)
+        self.registry.schema_changed(eng, ref)
+
+    def rewrite_table(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema,
+                      select_sql: str) -> None:
+        """New schema + data (the query's) in ONE overwrite commit (see change_columns)."""
+        self.change_columns(eng, ref, current, target,
+                            lambda: eng.overwrite(f"rewrite {ref.display}", ref.location, select_sql))
+
+    def change_columns(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema,
+                       commit: Callable[[], None]) -> None:
+        """`commit` gives the table `target`'s columns in ONE commit (a rewrite, or a metadata-only
+        rename). The metadata property cannot share that commit, so it is written before as a
+        superset (target + columns about to go; describe only reads entries of columns the Delta
+        schema has) and tidied after."""
+        validate_columns(target)
+        reg = self.registry
+        removed = tuple(c for c in current.columns if not target.has(c.name))
+        kept = TableSchema(target.name, tuple(c for c in target.columns if current.has(c.name)))
+        reg.set_metadata(eng, ref, TableSchema(target.name, target.columns + removed), stats_schema=kept)
+        commit()
+        reg.schema_changed(eng, ref)
+        if removed:
+            reg.set_metadata(eng, ref, target)
+
+    def replace_contents(self, settings: Settings, schema_name: str, target: TableSchema, source_location: str) -> None:
+        """The table becomes exactly the rows of the Delta table at `source_location` (same
+        column names, the target's types), in one commit: readers see the old rows until then.
+        A missing table is created first (empty, then filled)."""
+        validate_columns(target)
+        reg = self.registry
+        ref = reg.locate(settings, schema_name, target.name)
+        with reg.session(settings) as eng:
+            missing = reg.describe(eng, ref) is None
+        if missing:
+            self.create(settings, schema_name, target)
+        with reg.opened(settings, schema_name, target.name, "ReplaceContents") as t:
+            select = recast_select_sql(t.eng.table_name(source_location), target.columns)
+            self.rewrite_table(t.eng, t.ref, t.table, target, select)
+            t.outcome.committed, t.outcome.lifecycle, t.outcome.columns = True, "OVERWRITE", target.columns
+            log.info(f"{t.display}: contents replaced in one commit")
+
+    def _refuse_altered_values(self, eng: EngineSession, ref: TableRef, checked: list[tuple[str, str, str, str]]) -> None:
+        """A narrowing type change is done only when no stored value would change beyond what
+        the new type means (a DECIMAL scale cut or DOUBLE to INT would otherwise round
+        silently; DOUBLE to FLOAT rounds to FLOAT precision by definition, but must not
+        overflow)."""
+        sql = altered_values_sql(eng.table_name(ref.location), checked)
+        row = eng.rows(f"check the values of {ref.display}", sql)[0]
+        altered = [name for (name, _, _, _), n in zip(checked, row) if n]
+        if altered:
+            raise InvalidRequest(
+                f"{ref.display}: changing the type of column(s) {', '.join(map(repr, altered))} would alter stored "
+                f"values (rounding, truncation or overflow); the table is unchanged")
+
+    # ---- row ranges and door checkpoints -----------------------------------------------------------
+    def delete_outside(self, settings: Settings, schema_name: str, table: str, column: str,
+                       below: Optional[int] = None, at_or_above: Optional[int] = None) -> bool:
+        """Rows whose integer `column` is below `below`, at or above `at_or_above`, or NULL,
+        deleted in one commit (e.g. rows of generations older than a refresh keeps). False when
+        the table does not exist."""
+        with self.registry.opened(settings, schema_name, table, "DeleteRows", require=False) as t:
+            if t.table is None:
+                return False
+            col = t.table.get(column)
+            if col is None or col.type not in (DataType.SHORT, DataType.INT, DataType.LONG):
+                raise SchemaMismatch(f"{t.display}: column {column!r} does not exist or is not an integer column")
+            t.eng.execute(f"delete from {t.display}", delete_outside_sql(t.sql_name, column, below, at_or_above))
+            t.outcome.committed = True
+            log.info(f"{t.display}: rows outside the kept range of {column} deleted")
+            return True
+
+    def set_property(self, settings: Settings, schema_name: str, table: str, key: str, value: str) -> None:
+        """A door's own marker kept inside the table (one commit), e.g. how far a sync is durable."""
+        with self.registry.opened(settings, schema_name, table) as t:
+            t.eng.set_properties(f"set a property of {t.display}", t.ref.location, {key: value})
+
+    def watch_property(self, settings: Settings, schema_name: str, table: str, key: str) -> PropertyWatch:
+        """A table property's current value, kept up to date from the table's log without taking
+        its lock (a door's commit guard asks it while the writer holds the lock): see PropertyWatch."""
+        reg = self.registry
+        ref = reg.locate(settings, schema_name, table)
+
+        def ask() -> list[str]:
+            with reg.session(settings) as eng:
+                return eng.property_values(f"read property {key} of {ref.display}", ref.location, key)
+
+        return PropertyWatch(ref.warehouse, ref.location, key, ask)
+
+    def property_values(self, settings: Settings, schema_name: str, table: str, key: str) -> list[str]:
+        """Every value the property has had (the engines cannot say which is the latest; a door
+        that needs one stores values that only grow)."""
+        reg = self.registry
+        ref = reg.locate(settings, schema_name, table)
+        with reg.session(settings) as eng, reg.locked(ref):
+            return eng.property_values(f"read properties of {ref.display}", ref.location, key)
+
+    # ---- truncate --------------------------------------------------------------------------
+    def truncate(self, settings: Settings, schema_name: str, table: str, synced_column: str, before: datetime,
+                 soft_deleted_column: Optional[str]) -> bool:
+        """Returns False when the table does not exist (which is not an error)."""
+        with self.registry.opened(settings, schema_name, table, "Truncate", require=False) as t:
+            current = t.table
+            if current is None:
+                log.info(f"Truncate {t.display}: table does not exist, nothing to do")
+                return False
+            if current.get(synced_column or "") is None:
+                raise SchemaMismatch(f"Truncate {t.display}: synced column {synced_column!r} does not exist")
+            if soft_deleted_column is not None:
+                deleted = current.get(soft_deleted_column)
+                if deleted is None or deleted.type != DataType.BOOLEAN:
+                    raise SchemaMismatch(
+                        f"Truncate {t.display}: soft-delete column {soft_deleted_column!r} does not exist or is not BOOLEAN")
+            sql = truncate_sql(t.sql_name, synced_column, utc_ms_literal(before), soft_deleted_column)
+            t.eng.execute(f"truncate {t.display}", sql)
+            t.outcome.committed, t.outcome.lifecycle = True, "TRUNCATE"
+            log.info(f"Truncate {t.display}: {'soft' if soft_deleted_column is not None else 'hard'} truncate done, "
+                     f"{t.served_by}")
+            return True

@@ -1,0 +1,199 @@
+"""The engine router: the one way the core gets an engine.
+
+The core never names an engine. It asks the router for a *lease* -- for an operation that opens
+no table (`lease`), for one that opens a table (`table_lease`, which may measure the table), for
+table upkeep (`lease(upkeep=True)`) or for the metastore (`catalog_lease`) -- and gets back the
+engine session to use, which engine that is and why (for the log line), and the engine-specific
+steps as hooks: whether a MERGE fits the engine's memory or moves the lease to another engine
+before anything is written (`plan_merge`), which table properties an engine wants before it
+rewrites a table (`rewrite_properties`), and what other engines must forget once an operation
+changed a table behind their back (done when the lease ends).
+
+Which engine serves what is decided by the pure rules of choice.py; the pool (pool.py) starts,
+supervises and connects the engines.
+"""
+from __future__ import annotations
+
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Optional
+
+from .. import logs, metrics
+from ..settings import AUTO, Settings
+from .choice import SAIL, SPARK, EngineChoice, base_choice, merge_choice, should_prestart, spark_installed, upkeep_choice
+from .dialect import dialect_for
+from .pool import EnginePool
+from .session import EngineSession
+
+log = logs.get(__name__)
+
+__all__ = ["EngineRouter", "EngineLease", "EngineSession", "MergePlan", "PropertyChange", "check_warehouse"]
+
+# Spark's MERGE, UPDATE and DELETE mark rows in a deletion vector instead of rewriting their files.
+DELETION_VECTORS = "delta.enableDeletionVectors"
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """What the engine of a lease says about a MERGE into a table of `target_bytes`."""
+
+    estimate: Optional[int]   # its estimated peak bytes (None: its MERGE memory does not grow with the table)
+    budget: int               # what it may use
+    moved: bool = False       # the lease moved to another engine (nothing was written; ship the source again)
+
+    @property
+    def refused(self) -> bool:
+        """Over the budget on an engine that cannot move: the core refuses the request."""
+        return not self.moved and self.estimate is not None and self.estimate > self.budget
+
+
+@dataclass(frozen=True)
+class PropertyChange:
+    """Table properties an engine wants set (one metadata commit) before it rewrites a table."""
+
+    properties: dict[str, str]
+    why: str
+
+
+@dataclass
+class EngineLease:
+    """An engine for one operation: its session (`session`), the settings with the engine that
+    serves it (never auto), and which engine that is and why (`choice`)."""
+
+    session: EngineSession
+    settings: Settings
+    choice: EngineChoice
+    router: "EngineRouter"
+    target_bytes: Optional[int] = None     # the table's live Parquet bytes when the choice measured it
+    _leases: ExitStack = field(default_factory=ExitStack)
+
+    @property
+    def served_by(self) -> str:
+        """The engine and why, for the operation's log line."""
+        return f"engine {self.session.name} ({self.choice.reason})"
+
+    @property
+    def guards_merge_memory(self) -> bool:
+        """Does this engine's MERGE memory grow with the target table (plan_merge has a say)?"""
+        return self.session.dialect.merge_memory_estimate(0, 0) is not None
+
+    def plan_merge(self, target_bytes: int, source_bytes: int) -> MergePlan:
+        """Before a MERGE into a table of `target_bytes` (live Parquet) with a source of
+        `source_bytes` (Arrow): the engine's memory estimate against the budget; with engine
+        auto, a MERGE the embedded engine cannot hold moves the lease to Apache Spark."""
+        budget = self.settings.memory_budget_bytes
+        estimate = self.session.dialect.merge_memory_estimate(target_bytes, source_bytes)
+        if estimate is None:
+            return MergePlan(None, budget)
+        moved = merge_choice(self.choice, spark_installed(), target_bytes, source_bytes, budget)
+        if moved.engine == self.choice.engine:
+            return MergePlan(estimate, budget)
+        self._move(moved)
+        return MergePlan(estimate, budget, moved=True)
+
+    def _move(self, choice: EngineChoice) -> None:
+        log.info(f"moving the request to Apache Spark: {choice.reason}")
+        metrics.engine_chosen(choice.engine, choice.code)
+        self.settings = choice.settings(self.settings)
+        self.session = self._leases.enter_context(self.router.pool.lease(self.settings, on_demand=True))
+        self.choice = choice
+
+    def rewrite_properties(self, configuration: Callable[[], Optional[dict[str, str]]]) -> Optional[PropertyChange]:
+        """Before this lease's engine rewrites an existing table (a MERGE): properties to set first,
+        in a metadata-only commit, once per table; `configuration()` reads the table's current
+        properties (None: unknown). Tables auto creates are the embedded engine's, plain Delta;
+        without deletion vectors Spark's MERGE copies every unchanged row of every file it touches,
+        which with uniform keys is the whole table, so it grows with exactly the table auto sent to
+        Spark for being big (docs/benchmarks.md: the 100k upsert into 3M rows on a fresh server took
+        68 s with them, 109-111 s without). Sail 0.7.2 and delta-rs read and write such tables
+        (tests/test_cross_engine.py), as they do the tables `--engine spark` creates."""
+        if not (self.choice.auto and self.session.name == SPARK):
+            return None
+        current = configuration()
+        if current is None or current.get(DELETION_VECTORS, "").lower() == "true":
+            return None
+        return PropertyChange({DELETION_VECTORS: "true"}, "deletion vectors on before its first rewrite on Apache "
+                              "Spark (a MERGE then marks replaced rows instead of copying every file it touches)")
+
+    def close(self, location: Optional[str]) -> None:
+        """The operation ended: a lease taken on the way ends, and an operation auto ran on Spark
+        makes the embedded engine's sessions drop their entry of the table (`location`): Sail's
+        entry keeps the schema it saw when registered, and its MERGE casts to it (dialect.SailDialect).
+        The next Sail statement registers the table again."""
+        self._leases.close()
+        if location is not None and self.choice.auto and self.session.name == SPARK:
+            for sail in self.router.pool.sessions_of(SAIL):
+                try:
+                    sail.schema_changed(location)
+                except Exception as exc:  # noqa: BLE001 - an engine that does not answer has no entry to keep
+                    log.warning(f"could not refresh Sail's entry of a table Spark changed ({type(exc).__name__})")
+
+
+def check_warehouse(settings: Settings, root: Optional[str] = None) -> None:
+    """Refuse a warehouse root the engine the settings choose would write somewhere else than
+    asked (InvalidRequest), before any work (also at a door's start-up)."""
+    dialect_for(base_choice(settings, spark_installed()).engine).check_warehouse_root(root or settings.warehouse)
+
+
+class EngineRouter:
+    """Hands out leases (see the module docstring)."""
+
+    def __init__(self, pool: EnginePool):
+        self.pool = pool
+
+    def choose(self, settings: Settings, upkeep: bool = False) -> EngineChoice:
+        """The engine of an operation that measures no table (choice.py)."""
+        return (upkeep_choice if upkeep else base_choice)(settings, spark_installed())
+
+    def check_warehouse(self, settings: Settings, root: Optional[str] = None) -> None:
+        check_warehouse(settings, root)
+
+    @contextmanager
+    def lease(self, settings: Settings, upkeep: bool = False) -> Iterator[EngineLease]:
+        """An engine for an operation that opens no table (connection checks, DDL of a missing table,
+        describing, migrations) or, with `upkeep`, for table upkeep."""
+        choice = self.choose(settings, upkeep)
+        with self._leased(settings, choice) as lease:
+            yield lease
+
+    @contextmanager
+    def table_lease(self, settings: Settings, measure: Callable[[], Optional[int]],
+                    location: Optional[str] = None) -> Iterator[EngineLease]:
+        """An engine for an operation on one table. With engine auto, `measure()` (the table's live
+        Parquet bytes from its Delta log, None when unknown) decides: the embedded engine, unless
+        the table is already too big for a MERGE there; a table nearing that size has the Spark
+        engine started ahead. `location`: the table's, for what other engines must forget when the
+        lease ends (see EngineLease.close)."""
+        base = self.choose(settings)
+        target = None
+        choice = base
+        if base.auto and base.engine == SAIL and spark_installed():
+            target = measure()
+            budget = settings.memory_budget_bytes
+            choice = merge_choice(base, True, target, 0, budget)
+            if choice.engine == SAIL and should_prestart(base, True, target, budget):
+                self.pool.prestart_spark(settings)
+        with self._leased(settings, choice, target) as lease:
+            try:
+                yield lease
+            finally:
+                lease.close(location)
+
+    @contextmanager
+    def catalog_lease(self, settings: Settings) -> Iterator[EngineLease]:
+        """The engine whose catalog is the metastore of `settings.catalog_uri` (Apache Spark: a local
+        engine is started with that metastore; a remote one must have been)."""
+        choice = EngineChoice(SPARK, "the metastore is written by Apache Spark", settings.engine == AUTO, "catalog")
+        with self._leased(settings, choice) as lease:
+            yield lease
+
+    @contextmanager
+    def _leased(self, settings: Settings, choice: EngineChoice, target: Optional[int] = None) -> Iterator[EngineLease]:
+        metrics.engine_chosen(choice.engine, choice.code)
+        served = choice.settings(settings)
+        with self.pool.lease(served, on_demand=choice.auto) as session:
+            lease = EngineLease(session, served, choice, self, target)
+            try:
+                yield lease
+            finally:
+                lease._leases.close()
