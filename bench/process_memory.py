@@ -87,6 +87,7 @@ class MemorySampler:
         self._stop.set()
         self._thread.join()
         self.sample()
+        self.samples = [s for s in self.samples if s.pss]   # none of a process that had ended
         return self.samples
 
     def at_progress(self, n: int) -> Sample:

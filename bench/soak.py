@@ -227,7 +227,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=500, help="fivetran: incremental batches per table")
     ap.add_argument("--airbyte-rounds", type=int, default=300, help="airbyte: STATE-ended batches per stream")
     ap.add_argument("--in-flight", type=int, default=4)
-    ap.add_argument("--records", type=int, default=200_000, help="conduit: generator records")
+    ap.add_argument("--records", type=int, default=20_000, help="conduit: generator records")
     ap.add_argument("--batch", type=int, default=100, help="conduit: records per commit")
     ap.add_argument("--compare-with", metavar="REV", help="fivetran: also run the server of this commit, first")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()))

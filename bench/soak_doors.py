@@ -32,7 +32,7 @@ def airbyte_soak(work: Path, streams: int, rounds: int, records_per_state: int =
     warehouse = work / "warehouse"
     port = free_port()
     config = {"warehouse": str(warehouse), "default_schema": "soak", "metrics_port": f"127.0.0.1:{port}",
-              "flush_interval_seconds": 3600}
+              "flush_interval_seconds": 0}   # a commit as soon as the input pauses: after each STATE
     names = [f"s{i:03d}" for i in range(streams)]
     catalog = {"streams": [{"stream": {"name": n, "json_schema": {"type": "object", "properties": PROPERTIES},
                                        "supported_sync_modes": ["incremental"]},
@@ -83,14 +83,22 @@ def airbyte_soak(work: Path, streams: int, rounds: int, records_per_state: int =
             proc.stdin.write(("\n".join(lines) + "\n").encode())
             proc.stdin.flush()
             # One STATE in flight at a time, as a source that waits for checkpoints: its latency is the commit's.
+            waited = time.monotonic()
             while token in sent_at and proc.poll() is None:
+                if time.monotonic() - waited > 600:
+                    errors.append(f"STATE {token} was not echoed within 600 s")
+                    break
                 time.sleep(0.005)
+            if errors:
+                break
+        if errors:
+            break
     metrics = scrape(port)
+    seconds = time.monotonic() - began
+    sampler.stop()                      # its last sample while the process still runs
     proc.stdin.close()
     code = proc.wait(600)
     reader.join(60)
-    seconds = time.monotonic() - began
-    sampler.stop()
     problems = []
     for n in names:
         got = {row["id"]: row for row in read_delta_table(str(warehouse / "soak" / n)).to_pylist()}

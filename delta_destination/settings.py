@@ -2,8 +2,8 @@
 
 `FIELDS` lists each setting once -- its key (the same spelling on every surface), type,
 default, validation and whether it is a secret. The surfaces are derived from it:
-the Fivetran setup form (fivetran/setup.py), the Airbyte spec (airbyte/config.py), the
-Conduit parameters (conduit/params.py), the command-line flags of the Fivetran server and
+the Fivetran setup form (doors/fivetran/setup_form.py), the Airbyte spec (doors/airbyte/config.py), the
+Conduit parameters (doors/conduit/params.py), the command-line flags of the Fivetran server and
 of `maintain` (`add_flags`), and the README's configuration table (tests/test_settings.py
 checks it). Doors add only their own protocol settings (Airbyte's buffer size, Conduit's
 batch size) next to these.
@@ -69,12 +69,13 @@ FIELDS: tuple[Field, ...] = (
     Field("warehouse", "Warehouse", "Root of the Delta tables: a directory, or an object-store URL such as "
           "s3://bucket/prefix. Each table lives at <warehouse>/<schema>/<table>.", default="./warehouse",
           aliases=("warehouse_path",), placeholder="s3://lakehouse/fivetran"),
-    Field("engine", "Engine", "auto: embedded Sail, and the local Apache Spark engine (started when needed) for "
-          "what Sail cannot serve: a MERGE over the memory budget, upkeep, a catalog; Sail only where there is no "
-          "JVM. sail: embedded Sail only (a process the destination supervises; no JVM). spark: Apache Spark + Delta Lake, a local "
+    Field("engine", "Engine", "auto: embedded Sail, and Apache Spark (the spark_remote server, or a local engine "
+          "started when needed) for what Sail cannot serve: a MERGE over the memory budget, upkeep, registering "
+          "tables in a catalog, a warehouse Sail cannot reach; Sail only where there is neither. sail: embedded Sail only (a process the destination supervises; no JVM). spark: Apache Spark + Delta Lake, a local "
           "child JVM, or the server at spark_remote.", kind=CHOICE, default="auto", choices=ENGINES),
-    Field("spark_remote", "Spark Connect URL", "sc://host:port of a Spark Connect + Delta server (a cluster); "
-          "empty: the engine runs in or next to the destination.", aliases=("spark.remote",),
+    Field("spark_remote", "Spark Connect URL", "sc://host:port of a Spark Connect + Delta server (a cluster): "
+          "with engine auto the Apache Spark of auto's choices, with engine spark (or sail) every request's "
+          "engine; empty: the engines run next to the destination.", aliases=("spark.remote",),
           placeholder="sc://spark-connect.internal:15002"),
     Field("memory_budget_gb", "Memory budget (GB)", "Refuse a MERGE the embedded engine is estimated to need more "
           "memory for; with engine auto, such a MERGE runs on Apache Spark instead (default: 4, or half the RAM "
@@ -178,7 +179,7 @@ def runtime_from_values(values: Mapping[str, Any], environ: Mapping[str, str] = 
 @dataclass(frozen=True)
 class Settings:
     warehouse: str
-    engine: str = AUTO                   # auto (chosen per request: core/engine_choice.py), sail or spark
+    engine: str = AUTO                   # auto (chosen per request: engines/choice.py), sail or spark
     spark_remote: Optional[str] = None   # None = an engine this process starts itself
     memory_budget_gb: Optional[float] = None  # None = $DELTA_DESTINATION_MEMORY_BUDGET_GB or the default
     storage: StorageOptions = StorageOptions()
@@ -193,9 +194,6 @@ class Settings:
             raise InvalidRequest("memory_budget_gb must be a positive number of GB")
         if self.catalog_uri and not self.catalog_uri.startswith("thrift://"):
             raise InvalidRequest("catalog_uri must be a Hive Metastore URI like thrift://host:9083")
-        if self.engine == AUTO and self.spark_remote:
-            raise InvalidRequest("engine auto chooses between the engines this process runs; with spark_remote, "
-                                 "name the remote engine (spark or sail)")
         if self.catalog_uri and self.engine == "sail":
             raise InvalidRequest("catalog_uri needs the Apache Spark engine to register tables (engine spark, or a "
                                  "Spark Connect server whose catalog is this metastore); Sail cannot register them")
@@ -233,7 +231,8 @@ class Settings:
     @property
     def engine_label(self) -> str:
         if self.engine == AUTO:
-            return "auto (embedded Sail; local Apache Spark when Sail cannot serve a request)"
+            spark = f"the Apache Spark server at {self.spark_remote}" if self.spark_remote else "local Apache Spark"
+            return f"auto (embedded Sail; {spark} when Sail cannot serve a request)"
         where = f"remote {self.spark_remote}" if self.spark_remote else ("embedded" if self.engine == "sail" else "local")
         return f"{'Sail' if self.engine == 'sail' else 'Apache Spark'} ({where})"
 
@@ -276,8 +275,9 @@ def from_values(values: Mapping[str, Any], base: Optional[Settings] = None) -> S
         raise InvalidRequest(f"engine must be one of {', '.join(ENGINES)}")
     remote = v.get("spark_remote") or None
     if not engine:
-        # A remote endpoint is Apache Spark unless told otherwise.
-        engine = "spark" if remote and not base.spark_remote and base.engine in ("sail", AUTO) else base.engine
+        # With auto the remote endpoint is the Apache Spark of auto's choices; a Sail-only destination
+        # given a remote endpoint uses it as Apache Spark for everything.
+        engine = "spark" if remote and not base.spark_remote and base.engine == "sail" else base.engine
     budget = v.get("memory_budget_gb")
     if budget is not None and not isinstance(budget, (int, float)):
         budget = parse_budget(str(budget))

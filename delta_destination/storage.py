@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional
@@ -31,16 +32,20 @@ SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
 PARQUET_PART_WRITERS = max(1, min(4, os.cpu_count() or 1))
 
 
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
+
+
 def url_scheme(path: str) -> str:
+    """A URL's scheme ('' for a local path); `dbfs:/x`, with one slash, is a URL too.
+    >>> url_scheme("s3a://b/k"), url_scheme("/data/wh"), url_scheme("file:///x"), url_scheme("dbfs:/mnt/wh")
+    ('s3a', '', 'file', 'dbfs')
     """
-    >>> url_scheme("s3a://b/k"), url_scheme("/data/wh"), url_scheme("file:///x")
-    ('s3a', '', 'file')
-    """
-    return path.split("://", 1)[0].lower() if "://" in path else ""
+    m = _SCHEME.match(path)
+    return m.group(1).lower() if m else ""
 
 
 def is_url(path: str) -> bool:
-    return "://" in path
+    return bool(url_scheme(path))
 
 
 def canonical(path: str) -> str:
@@ -60,6 +65,8 @@ def canonical(path: str) -> str:
             scheme = ""
     if not scheme:
         return os.path.abspath(os.path.expanduser(path))
+    if "://" not in path:
+        return path.rstrip("/")           # scheme:/path (dbfs:/...): no authority
     rest = path.split("://", 1)[1].rstrip("/")
     return f"{SCHEME_ALIASES.get(scheme, scheme)}://{rest}"
 

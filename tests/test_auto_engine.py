@@ -28,7 +28,7 @@ from delta_destination.core.changes import ChangeSet, Changes, Op
 from delta_destination.core.memory import table_size
 from delta_destination.core.model import Column, DataType as T, TableSchema
 from delta_destination.engines.choice import (EngineChoice, base_choice, merge_choice, merge_estimate,
-                                              should_prestart, upkeep_choice)
+                                              should_prestart, spark_available, upkeep_choice)
 from delta_destination.engines.pool import EnginePool
 from delta_destination.engines.router import EngineRouter
 from delta_destination.errors import InvalidRequest
@@ -48,9 +48,17 @@ def test_auto_is_the_default_engine_and_sail_and_spark_keep_their_meaning(tmp_pa
     for name in ("sail", "spark"):
         c = base_choice(Settings.create(str(tmp_path), engine=name), True)
         assert (c.engine, c.auto) == (name, False)
-    assert Settings.create(str(tmp_path), spark_remote="sc://h:15002").engine == "spark"
-    with pytest.raises(InvalidRequest, match="name the remote engine"):
-        Settings.create(str(tmp_path), engine="auto", spark_remote="sc://h:15002")
+    # A remote Spark Connect server is auto's Apache Spark; `engine spark` with it means everything remote.
+    remote = Settings.create(str(tmp_path), spark_remote="sc://h:15002")
+    assert remote.engine == "auto" and remote.engine_label.startswith("auto (embedded Sail; the Apache Spark server")
+    sail = base_choice(remote, True)
+    assert sail.engine == "sail" and sail.settings(remote).spark_remote is None     # auto's Sail is its own
+    assert upkeep_choice(remote, spark_available(remote)).settings(remote).spark_remote == "sc://h:15002"
+    everything = base_choice(Settings.create(str(tmp_path), engine="spark", spark_remote="sc://h:15002"), False)
+    assert (everything.engine, everything.auto) == ("spark", False)
+    # A warehouse only the remote reaches (a platform's own storage): every request on the remote.
+    platform = base_choice(Settings.create("dbfs:/mnt/lake", spark_remote="sc://h:15002"), True)
+    assert platform.engine == "spark" and "cannot reach the warehouse dbfs:/mnt/lake" in platform.reason
 
 
 def test_auto_serves_on_sail_unless_sail_cannot(tmp_path):
@@ -59,8 +67,9 @@ def test_auto_serves_on_sail_unless_sail_cannot(tmp_path):
     assert base_choice(s, False).engine == "sail"          # no JVM here (the binary, the image)
     assert upkeep_choice(s, True).engine == "spark"        # Sail cannot compact or vacuum
     assert upkeep_choice(s, False).engine == "sail"        # ... and says so per step
+    # With a metastore the writes stay on Sail; only registering a table needs Spark (the router's catalog lease).
     catalog = Settings.create(str(tmp_path / "wh"), catalog_uri="thrift://127.0.0.1:9083")
-    assert base_choice(catalog, True).engine == "spark" and "metastore" in base_choice(catalog, True).reason
+    assert base_choice(catalog, True).engine == "sail" and base_choice(catalog, True).settings(catalog).catalog_uri is None
     unsafe = Settings.create(str(tmp_path / "my lake"))
     assert base_choice(unsafe, True).engine == "spark" and "cannot address" in base_choice(unsafe, True).reason
 

@@ -20,7 +20,7 @@
 
 Delta has no TIME type, and XML/JSON/STRING share Spark's STRING, so the exact
 Fivetran type (and DECIMAL params, string_byte_length, primary keys) is kept in
-the table's own metadata (see table_metadata.py); the Spark type alone is the
+the table's own metadata (see metadata.py); the Spark type alone is the
 fallback when that metadata is missing or stale.
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ serve it, and then on Spark, started on first need and stopped after an idle tim
 creates are Sail's: no deletion vectors, no column mapping; docs/engines.md).
 
 The rules are pure functions of the settings and of numbers the core measured, so they are
-unit-tested without an engine (tests/test_engine_choice.py); each choice carries a reason
+unit-tested without an engine (tests/test_auto_engine.py); each choice carries a reason
 that the write's log line shows.
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Optional
 from ..errors import InvalidRequest
 from ..frozen import is_frozen
 from ..settings import AUTO, Settings
+from ..storage import OBJECT_STORE_SCHEMES, url_scheme
 from .dialect import SailDialect
 
 SAIL, SPARK = "sail", "spark"
@@ -41,9 +42,13 @@ class EngineChoice:
     code: str = "default"  # the reason as a short code, for metrics (never sizes or names)
 
     def settings(self, settings: Settings) -> Settings:
-        """The request's settings with the chosen engine."""
+        """The request's settings with the chosen engine. Auto's embedded engine is this process's
+        own Sail, whatever remote Spark server or metastore auto has for the rest (the metastore is
+        written through the router's catalog lease, with the request's settings)."""
         if settings.engine == self.engine:
             return settings
+        if self.engine == SAIL and settings.engine == AUTO:
+            return replace(settings, engine=SAIL, spark_remote=None, catalog_uri=None)
         return replace(settings, engine=self.engine)
 
 
@@ -67,16 +72,40 @@ def spark_installed() -> bool:
         return False
 
 
+def spark_available(settings: Settings) -> bool:
+    """Has auto an Apache Spark engine: the spark_remote server, or a local one it can start?"""
+    return bool(settings.spark_remote) or spark_installed()
+
+
+def embedded_reaches(warehouse: str) -> bool:
+    """Can the embedded engine (and the destination itself) reach the warehouse? A local path or an
+    S3 URL, yes; other URLs (a platform's own storage: dbfs:/, a Unity Catalog volume, stores not
+    supported yet) only the remote engine reaches, which then serves every request.
+    >>> embedded_reaches("/data/wh"), embedded_reaches("s3://b/wh"), embedded_reaches("dbfs:/mnt/wh")
+    (True, True, False)
+    """
+    scheme = url_scheme(warehouse)
+    return scheme in ("", "file") or scheme in OBJECT_STORE_SCHEMES
+
+
 def base_choice(settings: Settings, spark_available: bool) -> EngineChoice:
     """The engine for a request before any table is measured (connection checks, DDL,
-    migrations, describing)."""
+    migrations, describing). With a metastore auto still writes with the embedded engine: only
+    the registration of a table (created, renamed, copied, dropped) needs Spark, and the router's
+    catalog lease takes it there.
+    >>> base_choice(Settings.create("/wh"), True).engine
+    'sail'
+    >>> base_choice(Settings.create("dbfs:/wh", spark_remote="sc://h:15002"), True).reason
+    'the embedded engine cannot reach the warehouse dbfs:/wh: every request runs on the Apache Spark server'
+    """
     if settings.engine != AUTO:
         return EngineChoice(settings.engine, f"engine {settings.engine} is configured", False, "configured")
+    if not embedded_reaches(settings.warehouse) and spark_available:
+        return EngineChoice(SPARK, f"the embedded engine cannot reach the warehouse {settings.warehouse}: every "
+                                   f"request runs on the Apache Spark {'server' if settings.spark_remote else 'engine'}",
+                            True, "warehouse_unreachable")
     if not spark_available:
         return EngineChoice(SAIL, "no local Apache Spark engine is installed here (no JVM)", True, "no_jvm")
-    if settings.catalog_uri:
-        return EngineChoice(SPARK, "tables are registered in the metastore, which only Apache Spark can do", True,
-                            "catalog")
     try:
         SailDialect().check_warehouse_root(settings.warehouse)
     except InvalidRequest:

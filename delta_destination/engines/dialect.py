@@ -1,6 +1,6 @@
 """Engine dialects: the one place where Sail and Apache Spark + Delta differ.
 
-The engine session (engine_session.py) speaks portable Spark SQL and DataFrame code;
+The engine session (session.py) speaks portable Spark SQL and DataFrame code;
 whenever the engines need different statements (how a table is named in SQL, how columns
 are added, how table properties are read, how a big Arrow batch is staged) it asks the
 dialect. Methods take the Spark Connect session explicitly.

@@ -19,7 +19,7 @@ from .. import logs, metrics
 from ..errors import EngineUnavailable, InvalidRequest
 from ..storage import url_scheme
 from ..settings import AUTO, Settings
-from .choice import base_choice, spark_installed
+from .choice import base_choice, spark_available
 from .dialect import dialect_for
 from .session import EngineSession
 from .supervisor import RecyclePolicy, SupervisedEngine
@@ -402,7 +402,7 @@ class EnginePool:
 def resolved(settings: Settings) -> tuple[Settings, bool]:
     """Engine auto for a request that measured no table: the settings with the engine it gets,
     and whether that engine is started on demand (engines/choice.py)."""
-    choice = base_choice(settings, spark_installed())
+    choice = base_choice(settings, spark_available(settings))
     return choice.settings(settings), choice.auto
 
 

@@ -15,12 +15,12 @@ supervises and connects the engines.
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Optional
 
 from .. import logs, metrics
 from ..settings import AUTO, Settings
-from .choice import SAIL, SPARK, EngineChoice, base_choice, merge_choice, should_prestart, spark_installed, upkeep_choice
+from .choice import SAIL, SPARK, EngineChoice, base_choice, merge_choice, should_prestart, spark_available, upkeep_choice
 from .dialect import dialect_for
 from .pool import EnginePool
 from .session import EngineSession
@@ -64,6 +64,7 @@ class EngineLease:
     settings: Settings
     choice: EngineChoice
     router: "EngineRouter"
+    request: Settings                      # the request's own settings (engine auto stays auto)
     target_bytes: Optional[int] = None     # the table's live Parquet bytes when the choice measured it
     _leases: ExitStack = field(default_factory=ExitStack)
 
@@ -85,7 +86,7 @@ class EngineLease:
         estimate = self.session.dialect.merge_memory_estimate(target_bytes, source_bytes)
         if estimate is None:
             return MergePlan(None, budget)
-        moved = merge_choice(self.choice, spark_installed(), target_bytes, source_bytes, budget)
+        moved = merge_choice(self.choice, spark_available(self.request), target_bytes, source_bytes, budget)
         if moved.engine == self.choice.engine:
             return MergePlan(estimate, budget)
         self._move(moved)
@@ -94,7 +95,7 @@ class EngineLease:
     def _move(self, choice: EngineChoice) -> None:
         log.info(f"moving the request to Apache Spark: {choice.reason}")
         metrics.engine_chosen(choice.engine, choice.code)
-        self.settings = choice.settings(self.settings)
+        self.settings = choice.settings(self.request)
         self.session = self._leases.enter_context(self.router.pool.lease(self.settings, on_demand=True))
         self.choice = choice
 
@@ -112,7 +113,7 @@ class EngineLease:
         current = configuration()
         if current is None or current.get(DELETION_VECTORS, "").lower() == "true":
             return None
-        return PropertyChange({DELETION_VECTORS: "true"}, "deletion vectors on before its first rewrite on Apache "
+        return PropertyChange({DELETION_VECTORS: "true"}, "turning deletion vectors on before its first rewrite on Apache "
                               "Spark (a MERGE then marks replaced rows instead of copying every file it touches)")
 
     def close(self, location: Optional[str]) -> None:
@@ -132,7 +133,7 @@ class EngineLease:
 def check_warehouse(settings: Settings, root: Optional[str] = None) -> None:
     """Refuse a warehouse root the engine the settings choose would write somewhere else than
     asked (InvalidRequest), before any work (also at a door's start-up)."""
-    dialect_for(base_choice(settings, spark_installed()).engine).check_warehouse_root(root or settings.warehouse)
+    dialect_for(base_choice(settings, spark_available(settings)).engine).check_warehouse_root(root or settings.warehouse)
 
 
 class EngineRouter:
@@ -143,10 +144,26 @@ class EngineRouter:
 
     def choose(self, settings: Settings, upkeep: bool = False) -> EngineChoice:
         """The engine of an operation that measures no table (choice.py)."""
-        return (upkeep_choice if upkeep else base_choice)(settings, spark_installed())
+        return (upkeep_choice if upkeep else base_choice)(settings, spark_available(settings))
 
     def check_warehouse(self, settings: Settings, root: Optional[str] = None) -> None:
         check_warehouse(settings, root)
+
+    def engines_to_check(self, settings: Settings) -> list[tuple[str, Settings]]:
+        """The engines requests of these settings will use that run already or can be reached now,
+        as (label, settings), for a connection check: with auto the embedded engine, and the
+        remote Apache Spark server when one is configured (a local one is started only when needed)."""
+        base = self.choose(settings)
+        out = [(f"the {'embedded Sail' if base.engine == SAIL else 'Apache Spark'} engine", base.settings(settings))]
+        if settings.engine == AUTO and settings.spark_remote and base.engine == SAIL:
+            out.append((f"the Apache Spark server at {settings.spark_remote}", replace(settings, engine=SPARK)))
+        return out
+
+    def notice(self, settings: Settings) -> Optional[str]:
+        """What an operator should know of how requests of these settings are served (None: nothing
+        beyond the usual): e.g. a warehouse the embedded engine cannot reach."""
+        base = self.choose(settings)
+        return base.reason if base.code == "warehouse_unreachable" else None
 
     @contextmanager
     def lease(self, settings: Settings, upkeep: bool = False) -> Iterator[EngineLease]:
@@ -167,11 +184,11 @@ class EngineRouter:
         base = self.choose(settings)
         target = None
         choice = base
-        if base.auto and base.engine == SAIL and spark_installed():
+        if base.auto and base.engine == SAIL and spark_available(settings):
             target = measure()
             budget = settings.memory_budget_bytes
             choice = merge_choice(base, True, target, 0, budget)
-            if choice.engine == SAIL and should_prestart(base, True, target, budget):
+            if choice.engine == SAIL and not settings.spark_remote and should_prestart(base, True, target, budget):
                 self.pool.prestart_spark(settings)
         with self._leased(settings, choice, target) as lease:
             try:
@@ -192,7 +209,7 @@ class EngineRouter:
         metrics.engine_chosen(choice.engine, choice.code)
         served = choice.settings(settings)
         with self.pool.lease(served, on_demand=choice.auto) as session:
-            lease = EngineLease(session, served, choice, self, target)
+            lease = EngineLease(session, served, choice, self, settings, target)
             try:
                 yield lease
             finally:

@@ -100,6 +100,9 @@ def main(argv=None) -> int:
         raise SystemExit(f"fivetran-delta-destination: {exc.message}") from None
     runtime = open_core("fivetran", options)
     engines, core = runtime.engines, runtime.core
+    notice = core.router.notice(settings)
+    if notice:
+        log.warning(notice)
     try:
         removed = core.clean_leftovers(settings)
         if removed:

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ... import logs
 from ...settings import BOOL, CHOICE, CONNECTION_FIELDS, Field, Settings
 from ._proto import common_pb2
+
+log = logs.get(__name__)
 
 TEST_ENGINE = "spark_engine"
 TEST_WAREHOUSE = "warehouse_writable"
@@ -47,10 +50,15 @@ def configuration_form(settings: Settings) -> common_pb2.ConfigurationFormRespon
 
 def run_setup_test(name: str, settings: Settings, core) -> Optional[str]:
     """Returns None on success, or a message the customer can act on."""
+    notice = core.router.notice(settings)
+    if notice:
+        log.warning(f"Test {name}: {notice}")
     if name == TEST_ENGINE:
-        if core.engines.answers(settings):
+        silent = [label for label, engine in core.router.engines_to_check(settings) if not core.engines.answers(engine)]
+        if not silent:
             return None
-        return "The Spark engine did not answer. Check the Spark Connect URL and that the server is running."
+        what = " and ".join(silent)
+        return f"{what[0].upper()}{what[1:]} did not answer. Check the Spark Connect URL and that the server is running."
     if name == TEST_WAREHOUSE:
         return core.probe(settings)
     return f"unknown test {name}"
