@@ -566,6 +566,109 @@ def test_an_airbyte_sync_lands_through_the_cluster(cluster, tmp_path):
     assert "orders" in seen["tables"] and seen["rows"] == [len(ids), sum(ids), "a001"]
 
 
+# ---- engine auto on the cluster: the embedded engine writes, the cluster registers and takes what is big ----
+AUTO_SCHEMA = "cluster_auto"
+
+
+def auto_destination(cluster: LocalCluster, log_dir: Path, *more: str):
+    """A destination as a user of the cluster starts it without naming an engine: auto, with the
+    cluster's Connect server as its Apache Spark and its metastore (a budget of 0.505 GB makes any
+    MERGE into a table of more than ~0.3 MiB of Parquet one for Spark)."""
+    from testkit.server_process import RunningServer
+
+    env = cluster.env()
+    args = ("--spark-remote", env["SPARK_REMOTE"], "--catalog-uri", env["CATALOG_URI"], "--memory-budget-gb", "0.505",
+            *more)
+    srv = RunningServer(env["WAREHOUSE"], log_dir / "auto.log", args, env={k: v for k, v in env.items()
+                                                                        if k.startswith("AWS_")}, ready_timeout=420)
+    srv.storage_options = cluster.s3.storage_options()
+    return srv
+
+
+def auto_table(name: str):
+    from rpc_helpers import col, table
+
+    return table(name, col("id", "LONG", pk=True), col("label", "STRING"), col("n", "INT"))
+
+
+def test_auto_on_the_cluster_writes_with_the_embedded_engine_and_moves_only_big_merges(cluster, tmp_path):
+    """Engine auto with the cluster's Connect server and metastore: a small table is created (and
+    registered by the cluster), loaded and upserted by the embedded engine straight to the bucket;
+    an upsert into a table past the memory budget runs on the cluster; both tables are read back by
+    delta-rs and by name from another session."""
+    from batch_helpers import batch_file, write_request
+    from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+    from testkit.delta_read import recent_operations
+
+    assert cluster.s3 is not None, "the cluster tests need its S3 warehouse"
+    srv = auto_destination(cluster, tmp_path)
+    try:
+        assert "destination ready" in srv.log_text() and "engine auto (embedded Sail; the Apache Spark server" in srv.log_text()
+        for name, rows in (("small", 50), ("big", 60_000)):
+            t = auto_table(name)
+            srv.stub.CreateTable(pb.CreateTableRequest(schema_name=AUTO_SCHEMA, table=t), timeout=600)
+            f = batch_file(tmp_path, t, [{"id": i, "label": f"a{i:06d}", "n": 1} for i in range(rows)])
+            srv.stub.WriteBatch(write_request(AUTO_SCHEMA, t, replace=[f]), timeout=600)       # new keys: an append
+            f = batch_file(tmp_path, t, [{"id": i, "label": f"b{i:06d}", "n": 2} for i in range(0, rows, 10)])
+            srv.stub.WriteBatch(write_request(AUTO_SCHEMA, t, replace=[f]), timeout=600)       # stored keys: a MERGE
+        log = srv.log_text()
+        served = [line for line in log.splitlines() if "upserts, 0 updates, 0 deletes in one commit" in line]
+        assert len(served) == 4, log[-3000:]
+        assert all("engine sail" in line for line in served[:3]), served      # small load + upsert, big load
+        assert "engine spark" in served[3] and "over the memory budget" in served[3], served[3]
+        warehouse = cluster.env()["WAREHOUSE"]
+        for name, rows in (("small", 50), ("big", 60_000)):
+            location = f"{warehouse}/{AUTO_SCHEMA}/{name}"
+            assert delta_rows(cluster, location) == {"n": rows, "s": sum(range(rows))}
+            assert recent_operations(location.replace("s3a://", "s3://"), 1, srv.storage_options) == ["MERGE"]
+        seen = second_session(cluster, AUTO_SCHEMA, f"{AUTO_SCHEMA}.small")
+        assert {"small", "big"} <= set(seen["tables"]) and seen["rows"] == [50, sum(range(50)), "a000001"]
+        assert second_session(cluster, AUTO_SCHEMA, f"{AUTO_SCHEMA}.big")["rows"][:2] == [60_000, sum(range(60_000))]
+    finally:
+        srv.stop()
+
+
+def test_the_embedded_engine_and_the_cluster_write_one_table_at_once_and_keep_every_commit(cluster, spark, tmp_path):
+    """Two writers of one table on S3 at the same time: the destination's embedded engine (auto, small
+    upserts) and the cluster (appends of other keys through a Spark Connect session). Both commit with
+    put-if-absent (Sail's log store, the project's S3 log store on the cluster): every commit of both
+    lands, none is overwritten."""
+    from batch_helpers import batch_file, write_request
+    from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+    from testkit.delta_read import delta_version
+
+    assert cluster.s3 is not None, "the cluster tests need its S3 warehouse"
+    srv = auto_destination(cluster, tmp_path)
+    t = auto_table("both")
+    location = f"{cluster.env()['WAREHOUSE']}/{AUTO_SCHEMA}/both"
+    try:
+        srv.stub.CreateTable(pb.CreateTableRequest(schema_name=AUTO_SCHEMA, table=t), timeout=600)
+        v0 = delta_version(location.replace("s3a://", "s3://"), srv.storage_options)
+        errors: list = []
+
+        def destination_writes():
+            try:
+                for r in range(12):
+                    f = batch_file(tmp_path, t, [{"id": r * 10 + i, "label": f"d{r}", "n": r} for i in range(10)])
+                    srv.stub.WriteBatch(write_request(AUTO_SCHEMA, t, replace=[f]), timeout=600)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        writer = threading.Thread(target=destination_writes)
+        writer.start()
+        for r in range(8):                                   # the cluster appends keys of its own meanwhile
+            rows = pa.table({"id": pa.array([100_000 + r * 5 + i for i in range(5)], pa.int64()),
+                             "label": [f"c{r}"] * 5, "n": pa.array([r] * 5, pa.int32())})
+            spark.createDataFrame(rows).write.format("delta").mode("append").save(location)
+        writer.join(900)
+        assert not errors and not writer.is_alive(), errors
+        ids = set(range(120)) | {100_000 + r * 5 + i for r in range(8) for i in range(5)}
+        assert delta_rows(cluster, location) == {"n": len(ids), "s": sum(ids)}
+        assert delta_version(location.replace("s3a://", "s3://"), srv.storage_options) == v0 + 12 + 8
+    finally:
+        srv.stop()
+
+
 def not_ended(pid: int) -> bool:
     """Running (neither gone nor a zombie), asked so that an exit while we look is an answer, not an error."""
     try:

@@ -97,6 +97,13 @@ class OpenTable:
         """The engine that serves the operation and why, for its log line."""
         return self.lease.served_by
 
+    def measured(self) -> Optional[TableSize]:
+        """The table's live files from its Delta log (measured once per operation: at opening when
+        the router measured it, else now; None where the destination cannot read the log)."""
+        if self.size is None:
+            self.size = table_size(self.ref)
+        return self.size
+
     def input(self, read: Callable[[TableSchema], T], ahead: Optional["ReadAhead"]) -> T:
         """The request's input for the table as it is now: what was read ahead of the lock when
         the schema is still the one it was read for, else read again."""

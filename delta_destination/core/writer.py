@@ -133,7 +133,7 @@ def guard_merge(t: OpenTable, source: pa.Table) -> bool:
     request is refused (MemoryBudgetExceeded)."""
     if not t.lease.guards_merge_memory:
         return False
-    size = t.size or table_size(t.ref)  # measured at opening when the router measured it (same lock)
+    size = t.measured()
     if size is None:
         return False
     engine = t.eng.name
@@ -204,7 +204,7 @@ class Writer:
         ops, flagged = source_ops(source), flagged_columns(source)
         with t.eng.shipped(source, t.warehouse) as view:
             new_keys_only = keys_cannot_match(t.ref, t.table, keys, source)  # from the log, no engine
-            if not new_keys_only and t.eng.dialect.probes_keys_before_merge:
+            if not new_keys_only and t.eng.dialect.probes_keys_before_merge(lambda: getattr(t.measured(), "bytes", None)):
                 probe = key_probe_sql(t.sql_name, view, t.table, keys)
                 new_keys_only = not t.eng.rows(f"probe keys of {t.display}", probe)
             if new_keys_only:

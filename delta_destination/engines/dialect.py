@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Callable
 
 import pyarrow as pa
 
@@ -109,10 +110,12 @@ class Dialect:
         raise UnsupportedOperation(f"{self.name} cannot remove unreferenced files (VACUUM){SPARK_HINT}")
 
     # -- keyed writes ------------------------------------------------------------------------------
-    # Ask the engine whether any key of a batch is stored before a MERGE, so that a batch of new
-    # keys is a plain append? Worth a join over the table's keys only where a MERGE that matches
-    # nothing costs more than that join (see the dialects).
-    probes_keys_before_merge = True
+    def probes_keys_before_merge(self, target_bytes: Callable[[], int | None]) -> bool:
+        """Ask the engine whether any key of a batch is stored before a MERGE into a table of
+        `target_bytes()` (live Parquet, measured only when it matters; None: unknown), so that a batch of new keys is a plain
+        append? Worth a join over the table's keys only where a MERGE that matches nothing costs
+        more than that join (see the dialects)."""
+        return True
 
     # -- memory ------------------------------------------------------------------------------------
     def merge_memory_estimate(self, target_bytes: int, source_bytes: int) -> int | None:
@@ -176,8 +179,18 @@ class SailDialect(Dialect):
                 "use a path of ASCII letters, digits and - _ . / + @ , : = (or the Apache Spark engine: --engine spark)")
 
     # Sail's MERGE holds the whole target in a hash join whatever it matches (and is refused by
-    # the memory guard on big tables): the probe keeps new-key batches out of it.
-    probes_keys_before_merge = True
+    # the memory guard on big tables): the probe keeps new-key batches out of it. On a small table
+    # the MERGE is cheap and the probe is a statement more: measured on a 2,000-row table, a
+    # 100-row upsert spent 34 ms in the probe beside 114 ms in the MERGE (of ~190 ms in all).
+    PROBE_ABOVE_BYTES = 16 * 2**20
+
+    def probes_keys_before_merge(self, target_bytes: Callable[[], int | None]) -> bool:
+        """
+        >>> SailDialect().probes_keys_before_merge(lambda: 2**20), SailDialect().probes_keys_before_merge(lambda: None)
+        (False, True)
+        """
+        size = target_bytes()
+        return size is None or size >= self.PROBE_ABOVE_BYTES
 
     # Sail's MERGE hashes the whole target (all columns) as the join's build side, three times
     # over in one plan: measured 1.1 / 2.4 / 4.9 GiB peak RSS at 44 / 147 / 294 MB of target
@@ -291,10 +304,11 @@ class SparkDialect(Dialect):
     # which overflow for dates past 2262 (Fivetran's history end is 9999-12-31).
     session_conf = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
 
-    # delta-spark's MERGE finds the touched files first and, when there are none, only writes
-    # the inserts (no rewrite): a probe before it is the same join twice. Measured on 2 cores,
-    # 100k new keys into 1M rows: probe + append 19.3 s, MERGE alone 9.9 s, its commit all adds.
-    probes_keys_before_merge = False
+    def probes_keys_before_merge(self, target_bytes: Callable[[], int | None]) -> bool:
+        """delta-spark's MERGE finds the touched files first and, when there are none, only writes
+        the inserts (no rewrite): a probe before it is the same join twice. Measured on 2 cores,
+        100k new keys into 1M rows: probe + append 19.3 s, MERGE alone 9.9 s, its commit all adds."""
+        return False
 
     FEATURES = {
         "delta.enableDeletionVectors": "true",
