@@ -23,7 +23,7 @@ from delta_destination.core.migrations import (SUCCESS, AddColumnWithDefaultValu
                                                MigrationDetails, RenameColumn, RenameTable)
 from delta_destination.core.model import Column, DataType as T, TableSchema
 from delta_destination.core.types import arrow_type
-from delta_destination.engines import engine_session, shipping
+from delta_destination.engines import session as engine_session, shipping
 from delta_destination.engines.pool import EnginePool
 from delta_destination.engines.router import EngineRouter
 from delta_destination.settings import Settings
