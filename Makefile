@@ -51,16 +51,18 @@ $(HIVE_CLIENT_JARS)/.fetched: jvm/hive-client/pom.xml
 	touch $@
 
 # A local Spark standalone cluster (master + 2 workers), a Spark Connect server on it, the S3 server
-# and a Hive metastore, in the background; connection facts in .cluster/env (see testkit/cluster.py).
+# and a Hive metastore, in the background; connection facts in .cluster/env (see the tool's package,
+# delta_destination/tools/local_cluster).
 CLUSTER_DIR ?= .cluster
+CLUSTER_TOOL := delta_destination.tools.local_cluster
 cluster: install
-	$(BIN)/python -m testkit.cluster start --state-dir $(CLUSTER_DIR)
+	$(BIN)/python -m $(CLUSTER_TOOL) start --state-dir $(CLUSTER_DIR)
 
 cluster-stop:
-	@if [ -x $(BIN)/python ]; then $(BIN)/python -m testkit.cluster stop --state-dir $(CLUSTER_DIR); else echo "no cluster (no .venv)"; fi
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m $(CLUSTER_TOOL) stop --state-dir $(CLUSTER_DIR); else echo "no cluster (no .venv)"; fi
 
 cluster-status:
-	$(BIN)/python -m testkit.cluster status --state-dir $(CLUSTER_DIR)
+	$(BIN)/python -m $(CLUSTER_TOOL) status --state-dir $(CLUSTER_DIR)
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON)"; exit 1; }

@@ -14,7 +14,7 @@ After the local workloads (whose servers are stopped by then), the object-storag
 alone, to a local directory and then to a SeaweedFS S3 server on loopback, back to back;
 `--storage local` skips it, `--storage s3` runs only it and puts its section into the existing
 benchmarks.md (the rest of the file is left as it is) with its figures in object-storage-results.json.
-`--cluster` (scripts/bench_cluster.py) starts the local cluster (testkit/cluster.py) and measures the
+`--cluster` (scripts/bench_cluster.py) starts the local cluster (delta_destination/tools/local_cluster) and measures the
 100k upsert into a 1M-row and a 10M-row table through it and through the local Spark engine; its
 section goes into the existing benchmarks.md the same way (figures in cluster-results.json).
 

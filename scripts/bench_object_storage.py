@@ -1,5 +1,5 @@
 """The object-storage run: the initial load and the 100k upsert into it, on a warehouse on a real S3
-server (testkit/s3_server.S3Server, SeaweedFS on loopback) and on a local directory, back to back,
+server (delta_destination/tools/s3_server.S3Server, SeaweedFS on loopback) and on a local directory, back to back,
 one engine at a time; each RPC timed and the server's process tree sampled as in the local run
 (bench_steps.Bench with one engine, no baseline). Target: the S3 initial load within 1.5x of the
 same load to a local directory on the same engine."""
@@ -21,7 +21,7 @@ from bench_rpc import SCHEMA, create_table, write_batch
 from bench_sampling import tree_cpu
 from bench_steps import Bench
 from bench_workloads import Plan
-from testkit.s3_server import S3Server
+from delta_destination.tools.s3_server import S3Server
 
 TARGET_S3_RATIO = 1.5
 STORAGES = ("local", "s3")
@@ -155,7 +155,7 @@ def section(res: Optional[dict]) -> list[str]:
              f"and the upsert of {_rows(res, 'upsert')} rows (half new "
              "keys) into it, each engine alone on a fresh server (nothing else of "
              "the benchmark running), first with its warehouse in a local directory, then on a SeaweedFS S3 "
-             "server on loopback (testkit/s3_server.py, `--warehouse s3://warehouse/...`, the AWS_* variables) "
+             "server on loopback (delta_destination/tools/s3_server.py, `--warehouse s3://warehouse/...`, the AWS_* variables) "
              "started for this run. Seconds as the client sees the RPC; peak RSS of the server's process tree "
              "(not counting SeaweedFS); CPU s = user+system CPU of the server's process tree during the step (less "
              "sensitive than seconds to other work on the machine); SeaweedFS CPU s = CPU of the SeaweedFS process "

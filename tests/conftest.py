@@ -134,12 +134,13 @@ def engine(request):
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
-    """A local Spark cluster with S3 and a Hive metastore (testkit/cluster.py), started in this
+    """A local Spark cluster with S3 and a Hive metastore (delta_destination/tools/local_cluster), started in this
     process on first use and stopped at the end (test_cluster_infra's last test stops it itself)."""
     import json
     import time
 
-    from testkit.cluster import ClusterOptions, LocalCluster, PeakMemory
+    from delta_destination.tools.local_cluster import ClusterOptions, LocalCluster
+    from testkit.processes import PeakMemory
 
     began = time.monotonic()
     c = LocalCluster(tmp_path_factory.mktemp("cluster") / "state", ClusterOptions())
@@ -250,11 +251,11 @@ def door_process(shared_spark):
 
 @pytest.fixture(scope="session")
 def s3_server():
-    """One real S3 server (SeaweedFS, testkit/s3_server.py) for the session; tests use their own
+    """One real S3 server (SeaweedFS, delta_destination/tools/s3_server.py) for the session; tests use their own
     prefixes of its bucket. Its credentials are the server's own, passed explicitly (settings,
     a process's environment), never put in this process's environment."""
     from testkit.delta_read import register_storage
-    from testkit.s3_server import S3Server
+    from delta_destination.tools.s3_server import S3Server
 
     with S3Server() as s3:
         register_storage(s3.url(), s3.storage_options())   # helpers read tables under it with its keys

