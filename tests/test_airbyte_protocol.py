@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from testkit.delta_read import delta_version, read_delta_table
-from testkit.server_process import spark_jvms_below
-from airbyte_helpers import (ON_BOTH_ENGINES, Running, engine, record, run, stream, stream_state, stream_status, table_rows,  # noqa: F401
-                             write_json)
+from testkit.airbyte_cli import (ON_BOTH_ENGINES, Running, engine, record, run, stream, stream_state,  # noqa: F401
+                                  stream_status, write_json)
+from testkit.delta_read import delta_version, read_delta_table, sorted_rows
+from testkit.processes import running, spark_jvms_below
 
 USERS = {"id": {"type": "integer"}, "name": {"type": ["null", "string"]},
          "updated_at": {"type": "string", "format": "date-time"}, "score": {"type": "number"},
@@ -90,7 +90,7 @@ def test_append_types_system_columns_and_state_echo(tmp_path, wh, config):
     # States echoed unchanged, in order, with the records each covers.
     sent = [json.loads(line)["state"] for line in lines if '"STATE"' in line]
     assert r.states == [{**s, "destinationStats": {"recordCount": n}} for s, n in zip(sent, (1.0, 2.0))]
-    rows = table_rows(wh, "airbyte", "users")
+    rows = sorted_rows(wh / "airbyte" / "users")
     first = rows[0]
     assert data_of(rows, "id") == [(1,), (2,), (3,)]
     assert first["name"] == "ä €𝄞" and first["score"] == 1.25 and first["active"] is True
@@ -110,7 +110,7 @@ def test_append_types_system_columns_and_state_echo(tmp_path, wh, config):
     # A second append adds rows.
     r = run(["write", "--config", config, "--catalog", cat], lines[:2])
     assert r.rc == 0
-    assert len(table_rows(wh, "airbyte", "users")) == 4
+    assert len(sorted_rows(wh / "airbyte" / "users")) == 4
 
 
 def test_buffer_bound_commits_before_the_end_and_echoes_after_commit(tmp_path, wh, engine):
@@ -124,7 +124,7 @@ def test_buffer_bound_commits_before_the_end_and_echoes_after_commit(tmp_path, w
     assert len(read_delta_table(str(wh / "airbyte" / "ev"))) >= 5  # committed before the echo
     res = w.close()
     assert res.rc == 0
-    assert sorted(r["id"] for r in table_rows(wh, "airbyte", "ev")) == list(range(30))
+    assert sorted(r["id"] for r in sorted_rows(wh / "airbyte" / "ev")) == list(range(30))
 
 
 DEDUP = {"id": {"type": "integer"}, "v": {"type": "string"}, "cur": {"type": ["null", "integer"]},
@@ -143,7 +143,7 @@ def test_append_dedup_latest_wins_ties_by_extraction_and_cdc_deletes(tmp_path, w
         stream_state("d", {"n": 1}),
     ]
     assert run(["write", "--config", config, "--catalog", cat], first).rc == 0
-    assert data_of(table_rows(wh, "airbyte", "d"), "id", "v") == [(1, "a"), (2, "b"), (3, "c"), (4, "null cursor")]
+    assert data_of(sorted_rows(wh / "airbyte" / "d"), "id", "v") == [(1, "a"), (2, "b"), (3, "c"), (4, "null cursor")]
     second = [
         record("d", {"id": 1, "v": "stale", "cur": 3}, 1000_000_001_000),          # lower cursor: loses
         record("d", {"id": 2, "v": "tie, later extraction", "cur": 1}, 1000_000_001_000),  # tie: later wins
@@ -155,7 +155,7 @@ def test_append_dedup_latest_wins_ties_by_extraction_and_cdc_deletes(tmp_path, w
     ]
     r = run(["write", "--config", config, "--catalog", cat], second)
     assert r.rc == 0 and r.states[0]["destinationStats"] == {"recordCount": 6.0}
-    assert data_of(table_rows(wh, "airbyte", "d"), "id", "v") == [
+    assert data_of(sorted_rows(wh / "airbyte" / "d"), "id", "v") == [
         (1, "a"), (2, "tie, later extraction"), (4, "cursor beats null"), (6, "new")]
 
 
@@ -171,11 +171,11 @@ def test_overwrite_is_one_swap_at_the_end(tmp_path, wh, config):
     w = Running(["write", "--config", small, "--catalog", cat])
     w.send([record("snap", {"id": 10, "v": "new"}), stream_state("snap", {"n": 2})])
     w.wait_for(lambda m: m["type"] == "STATE")  # the new rows are committed (to staging) ...
-    assert data_of(table_rows(wh, "airbyte", "snap"), "id", "v") == [(0, "old"), (1, "old"), (2, "old")]
+    assert data_of(sorted_rows(wh / "airbyte" / "snap"), "id", "v") == [(0, "old"), (1, "old"), (2, "old")]
     w.send([record("snap", {"id": 11, "v": "new"})])
     res = w.close()
     assert res.rc == 0
-    assert data_of(table_rows(wh, "airbyte", "snap"), "id", "v", "_airbyte_generation_id") == [
+    assert data_of(sorted_rows(wh / "airbyte" / "snap"), "id", "v", "_airbyte_generation_id") == [
         (10, "new", 2), (11, "new", 2)]
     assert delta_version(str(wh / "airbyte" / "snap")) > before
     assert [p.name for p in (wh / "airbyte").iterdir()] == ["snap"]  # staging dropped
@@ -189,11 +189,11 @@ def test_overwrite_of_an_incomplete_stream_keeps_the_old_table(tmp_path, wh, con
     r = run(["write", "--config", config, "--catalog", cat],
             [record("snap", {"id": 2}), stream_state("snap", {"n": 1}), stream_status("snap", "INCOMPLETE")])
     assert r.rc == 0 and len(r.states) == 1
-    assert data_of(table_rows(wh, "airbyte", "snap"), "id") == [(1,)]
+    assert data_of(sorted_rows(wh / "airbyte" / "snap"), "id") == [(1,)]
     # A retry of the same generation resumes the staged rows, then swaps.
     r = run(["write", "--config", config, "--catalog", cat], [record("snap", {"id": 3}), stream_status("snap", "COMPLETE")])
     assert r.rc == 0
-    assert data_of(table_rows(wh, "airbyte", "snap"), "id") == [(2,), (3,)]
+    assert data_of(sorted_rows(wh / "airbyte" / "snap"), "id") == [(2,), (3,)]
 
 
 # ---- hostile input --------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def _hostile(tmp_path, wh, config, bad_line, words, mode="append"):
     for w in words:
         assert w in err["message"]
     assert [s["id"] for s in r.states] == [1]  # never a state for uncommitted data
-    assert data_of(table_rows(wh, "airbyte", "t"), "id", "v") == [(1, "covered")]
+    assert data_of(sorted_rows(wh / "airbyte" / "t"), "id", "v") == [(1, "covered")]
     assert "SECRET" not in json.dumps(r.messages)
 
 
@@ -242,7 +242,7 @@ def test_stdin_closing_mid_record_commits_only_what_the_last_state_covers(tmp_pa
     assert err["failure_type"] == "system_error" and "line 4" in err["message"]
     assert "ends without a newline" in err["message"] and "SECRET" not in json.dumps(r.messages)
     assert [s["id"] for s in r.states] == [1]
-    assert data_of(table_rows(wh, "airbyte", "t"), "id", "v") == [(1, "covered")]
+    assert data_of(sorted_rows(wh / "airbyte" / "t"), "id", "v") == [(1, "covered")]
 
 
 @pytest.mark.parametrize("data, words", [
@@ -260,7 +260,7 @@ def test_huge_record_loses_its_largest_fields_not_the_sync(tmp_path, wh, engine)
     r = run(["write", "--config", cfg, "--catalog", cat],
             [record("h", {"id": 1, "big": "x" * 100_000, "small": "kept"}), stream_state("h", {"n": 1})])
     assert r.rc == 0 and len(r.states) == 1
-    (row,) = table_rows(wh, "airbyte", "h")
+    (row,) = sorted_rows(wh / "airbyte" / "h")
     assert (row["id"], row["big"], row["small"]) == (1, None, "kept")
     assert json.loads(row["_airbyte_meta"])["changes"] == [
         {"field": "big", "change": "NULLED", "reason": "DESTINATION_RECORD_SIZE_LIMITATION"}]
@@ -306,7 +306,7 @@ def test_odd_names_land_as_given(tmp_path, wh, config):
                 [record(f"Users.v2-x_y_{mode}", {"id": 1, "a b,c;{}()=": "x", "ünï €": 7, "column.with.dots": "d",
                                                  "select": "s", "`tick`": "t"}, namespace="Ns_1")])
         assert r.rc == 0, r.errors
-        (row,) = table_rows(wh, "Ns_1", f"Users.v2-x_y_{mode}")
+        (row,) = sorted_rows(wh / "Ns_1" / f"Users.v2-x_y_{mode}")
         assert [row[c] for c in ("a b,c;{}()=", "ünï €", "column.with.dots", "select", "`tick`")] == [
             "x", 7, "d", "s", "t"]
 
@@ -342,10 +342,10 @@ def test_kill_9_mid_write_then_rerun_from_the_last_echoed_state_converges(tmp_pa
     r = run(["write", "--config", cfg, "--catalog", cat], messages[resume_at + 1:])
     assert r.rc == 0
     assert r.states and r.states[-1]["id"] == n - n % 10
-    rows = table_rows(wh, "airbyte", "k")
+    rows = sorted_rows(wh / "airbyte" / "k")
     assert {r["id"]: r["v"] for r in rows} == expected and len(rows) == 40
     # Append is at least once: every record is there (those after the last echo maybe twice).
-    assert {r["id"] for r in table_rows(wh, "airbyte", "log")} == set(range(n))
+    assert {r["id"] for r in sorted_rows(wh / "airbyte" / "log")} == set(range(n))
 
 
 # ---- generations ---------------------------------------------------------------------------------
@@ -357,7 +357,7 @@ def test_refresh_drops_older_generations_at_the_end(tmp_path, wh, config, mode):
         cat = catalog(tmp_path, stream("g", DEDUP, mode, generation=gen, minimum=minimum, **key))
         r = run(["write", "--config", config, "--catalog", cat], [record("g", d) for d in data] + list(extra))
         assert r.rc == 0, r.errors
-        return data_of(table_rows(wh, "airbyte", "g"), "id", "v", "_airbyte_generation_id")
+        return data_of(sorted_rows(wh / "airbyte" / "g"), "id", "v", "_airbyte_generation_id")
 
     assert sync(1, 0, [{"id": 1, "v": "a", "cur": 9}, {"id": 2, "v": "b", "cur": 9}]) == [(1, "a", 1), (2, "b", 1)]
     # A refresh re-reads everything: a lower cursor of the new generation still wins, and rows the
@@ -390,12 +390,12 @@ def test_kill_9_mid_overwrite_then_retries_of_the_same_generation_land_each_row_
     while (line := w.out.get(timeout=30)) is not None:
         if json.loads(line)["type"] == "STATE":
             last = json.loads(line)
-    assert data_of(table_rows(wh, "airbyte", "o"), "id") == [(-1,)]  # readers still see the old table
+    assert data_of(sorted_rows(wh / "airbyte" / "o"), "id") == [(-1,)]  # readers still see the old table
     # Attempt 2 (same generation) resumes after the last echoed state.
     resume_at = messages.index(stream_state("o", {"n": last["state"]["id"]}, id=last["state"]["id"]))
     r = run(["write", "--config", cfg, "--catalog", cat], messages[resume_at + 1:])
     assert r.rc == 0
-    assert data_of(table_rows(wh, "airbyte", "o"), "id") == [(i,) for i in range(120)]
+    assert data_of(sorted_rows(wh / "airbyte" / "o"), "id") == [(i,) for i in range(120)]
 
 
 def test_overwrite_retry_without_any_echoed_state_starts_over(tmp_path, wh, engine):
@@ -409,8 +409,8 @@ def test_overwrite_retry_without_any_echoed_state_starts_over(tmp_path, wh, engi
     # The retry sends everything again: each row lands once.
     r = run(["write", "--config", cfg, "--catalog", cat], rows)
     assert r.rc == 0
-    assert data_of(table_rows(wh, "airbyte", "o"), "id") == [(i,) for i in range(50)]
-    assert "_airbyte_tmp_seq" not in table_rows(wh, "airbyte", "o")[0]
+    assert data_of(sorted_rows(wh / "airbyte" / "o"), "id") == [(i,) for i in range(50)]
+    assert "_airbyte_tmp_seq" not in sorted_rows(wh / "airbyte" / "o")[0]
 
 
 def test_a_waiting_state_is_committed_and_echoed_after_the_flush_interval(tmp_path, wh, engine):
@@ -421,7 +421,7 @@ def test_a_waiting_state_is_committed_and_echoed_after_the_flush_interval(tmp_pa
     # The source goes silent after a state: the state is committed and echoed anyway.
     w.send([record("slow", {"id": 1}), stream_state("slow", {"n": 1}, id=1)])
     assert w.wait_for(lambda m: m["type"] == "STATE", timeout=60)["state"]["id"] == 1
-    assert [r["id"] for r in table_rows(wh, "airbyte", "slow")] == [1]
+    assert [r["id"] for r in sorted_rows(wh / "airbyte" / "slow")] == [1]
     # A busy source: the next record finds the state waited long enough.
     w.send([record("slow", {"id": 2}), stream_state("slow", {"n": 2}, id=2)])
     import time
@@ -429,7 +429,7 @@ def test_a_waiting_state_is_committed_and_echoed_after_the_flush_interval(tmp_pa
     w.send([record("slow", {"id": 3})])
     assert w.wait_for(lambda m: m["type"] == "STATE", timeout=60)["state"]["id"] == 2
     assert w.close().rc == 0
-    assert [r["id"] for r in table_rows(wh, "airbyte", "slow")] == [1, 2, 3]
+    assert [r["id"] for r in sorted_rows(wh / "airbyte" / "slow")] == [1, 2, 3]
 
 
 def test_a_write_whose_engine_jvm_dies_ends_promptly(tmp_path, wh, door_process):
@@ -460,8 +460,8 @@ def test_a_write_whose_engine_jvm_dies_ends_promptly(tmp_path, wh, door_process)
     print(f"the write ended {took:.1f}s after its input, rc {result.rc}")
     if result.rc == 0:
         assert result.states[-1]["id"] == 2
-        assert {r["id"]: r["v"] for r in table_rows(wh, "airbyte", "k")} == {i: "b" for i in range(20)}
+        assert {r["id"]: r["v"] for r in sorted_rows(wh / "airbyte" / "k")} == {i: "b" for i in range(20)}
     else:
         assert result.errors and "engine" in result.errors[-1]["message"].lower(), result.errors
-        assert {r["id"]: r["v"] for r in table_rows(wh, "airbyte", "k")} == {i: "a" for i in range(20)}
-    assert not [p for p in jvms if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert {r["id"]: r["v"] for r in sorted_rows(wh / "airbyte" / "k")} == {i: "a" for i in range(20)}
+    assert not [p for p in jvms if running(p.pid)]

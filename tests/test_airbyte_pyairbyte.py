@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from testkit.delta_read import read_delta_table
-from airbyte_helpers import ON_BOTH_ENGINES, engine  # noqa: F401
+from testkit.airbyte_cli import ON_BOTH_ENGINES, engine  # noqa: F401
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,11 +17,9 @@ import time
 
 import pytest
 
-from batch_helpers import batch_file, write_request
-from rpc_helpers import col, table
+from testkit.fivetran_requests import batch_file, col, table, write_request
 from testkit.delta_read import delta_properties, delta_version, last_operation, read_delta_table, recent_operations
-from testkit.processes import running
-from testkit.server_process import spark_jvms_below
+from testkit.processes import running, spark_jvms_below
 from delta_destination.core.api import DeltaCore
 from delta_destination.core.registry import TableRef
 from delta_destination.core.changes import ChangeSet, Changes, Op

@@ -180,7 +180,7 @@ def test_the_binary_runs_its_engine_as_a_process_of_its_own(binary_server, binar
     uses the files the binary already unpacked (no second extraction), and ends with it."""
     import psutil
 
-    from testkit.server_process import sail_engines_below
+    from testkit.processes import sail_engines_below
 
     (engine,) = sail_engines_below(binary_server.proc.pid)
     assert engine.cmdline()[:2] == [str(binary), "sail-engine"]

@@ -33,8 +33,7 @@ from delta_destination.tools.local_cluster import (
     read_env,
 )
 from testkit.polling import Poller
-from testkit.processes import processes_mentioning
-from testkit.server_process import jvms_below
+from testkit.processes import jvms_below, process_tree, processes_mentioning, running
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,8 +65,7 @@ def listening_addresses(pid: int) -> set[str]:
     """Where the process `pid` and its descendants listen. A descendant that ends during the walk
     (e.g. spark-class's launcher step of an executor being started) is skipped; `pid` itself must live."""
     addrs = set()
-    root = psutil.Process(pid)
-    for p in [root, *root.children(recursive=True)]:
+    for p in process_tree(pid):
         try:
             conns = p.net_connections(kind="inet")
         except psutil.NoSuchProcess:   # (a zombie is one too)
@@ -82,7 +80,7 @@ def test_every_part_runs_and_listens_on_loopback_only(cluster):
     pids = cluster.pids()
     assert {"metastore", "master", "worker1", "worker2", "connect"} <= set(pids)
     for name, pid in pids.items():
-        assert psutil.pid_exists(pid), name
+        assert running(pid), name
         addrs = listening_addresses(pid)
         assert addrs, f"{name} listens nowhere"
         assert addrs <= {"127.0.0.1", "::ffff:127.0.0.1"}, f"{name} listens on {addrs}"
@@ -116,7 +114,7 @@ def test_a_second_start_says_a_cluster_runs(cluster):
     assert "AWS_SECRET_ACCESS_KEY=<hidden>" in out.stdout or cluster.s3 is None
     if cluster.s3 is not None:
         assert cluster.s3.secret_access_key not in out.stdout + out.stderr
-    assert set(cluster.pids().values()) <= {p.pid for p in psutil.process_iter()}
+    assert all(running(pid) for pid in cluster.pids().values())
 
 
 def test_delta_table_written_by_executors_registered_and_read_by_name_elsewhere(cluster, spark):
@@ -317,7 +315,7 @@ def wait_quiet(cluster: LocalCluster, timeout: float = 420.0) -> None:
 
 
 def write_labels(tmp_path, table_proto, ids, label: str, *, delete=()):
-    from batch_helpers import batch_file, write_request
+    from testkit.fivetran_requests import batch_file, write_request
 
     rows = [{"id": i, "label": label, "n": -i} for i in ids]
     return write_request(DEST_SCHEMA, table_proto, replace=[batch_file(tmp_path, table_proto, rows)],
@@ -325,7 +323,7 @@ def write_labels(tmp_path, table_proto, ids, label: str, *, delete=()):
 
 
 def staged_table():
-    from rpc_helpers import col, table
+    from testkit.fivetran_requests import col, table
 
     return table("staged", col("id", "LONG", pk=True), col("label", "STRING"), col("n", "LONG"))
 
@@ -393,7 +391,7 @@ def test_destination_stages_a_big_batch_on_s3_for_both_executors(cluster, destin
     `_fivetran_staging/` on S3 and the executors read it from there (the SQL plans the
     application ran name that S3 location; no file is shared with the driver), the tasks run on
     both workers' executors, the table holds every row, and the staged objects are gone."""
-    from batch_helpers import batch_file, write_request
+    from testkit.fivetran_requests import batch_file, write_request
     from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 
     t = staged_table()
@@ -539,7 +537,7 @@ def test_an_airbyte_sync_lands_through_the_cluster(cluster, tmp_path):
     """The Airbyte door with the settings a user of the cluster gives it (the Connect URL, the S3
     warehouse, the metastore): two real `write` runs over pipes, the second an upsert with a CDC
     delete; the table is read by delta-rs from the bucket and by name from another session."""
-    from airbyte_helpers import record, run, stream, stream_state, write_json
+    from testkit.airbyte_cli import record, run, stream, stream_state, write_json
 
     assert cluster.s3 is not None, "the cluster tests need its S3 warehouse"
     env = cluster.env()
@@ -566,23 +564,15 @@ def test_an_airbyte_sync_lands_through_the_cluster(cluster, tmp_path):
     assert "orders" in seen["tables"] and seen["rows"] == [len(ids), sum(ids), "a001"]
 
 
-def not_ended(pid: int) -> bool:
-    """Running (neither gone nor a zombie), asked so that an exit while we look is an answer, not an error."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def test_stop_leaves_no_process(cluster, spark):
     spark.stop()
     pids = dict(cluster.pids())
-    tree = {p.pid for pid in pids.values() for p in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]}
+    tree = {p.pid for pid in pids.values() for p in process_tree(pid)}
     assert len(tree) >= len(pids) + 2  # the executors are there before
     began = time.monotonic()
     cluster.stop()
     print(f"\ncluster stopped in {time.monotonic() - began:.1f}s", flush=True)
-    alive = [pid for pid in tree if not_ended(pid)]
+    alive = [pid for pid in tree if running(pid)]
     assert alive == []
     assert processes_mentioning(cluster.state_dir) == []
     assert not (cluster.state_dir / "env").exists()

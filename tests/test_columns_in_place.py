@@ -14,8 +14,7 @@ import os
 
 import grpc
 
-from batch_helpers import batch_file, write_request
-from rpc_helpers import col, columns_of, describe, expect_error, table
+from testkit.fivetran_requests import batch_file, col, columns_of, describe, expect_error, table, write_request
 from testkit.delta_read import delta_properties, delta_version, read_delta_table
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 

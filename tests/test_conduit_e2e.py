@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conduit_helpers import ENGINE, table_rows
+from testkit.conduit_records import ENGINE
+from testkit.delta_read import rows_by_key
 from testkit.conduit_pipeline import Conduit as ConduitRun, conduit_binary, replay_oracle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +27,7 @@ def conduit_bin() -> str:
 
 
 def Conduit(binary: str, work: Path, yaml_text: str, **kwargs) -> ConduitRun:
-    """Conduit on the engine under test (conduit_helpers.ENGINE)."""
+    """Conduit on the engine under test (testkit.conduit_records.ENGINE)."""
     return ConduitRun(binary, work, yaml_text, engine=ENGINE, **kwargs)
 
 
@@ -100,14 +101,14 @@ def test_generator_pipeline_lands_the_oracle_stream(conduit_bin, tmp_path, avro)
         assert all("opencdc.payload.schema.subject" in r["metadata"] for r in lines if r["payload"]["after"])
     by_table = {t: [r for r in lines if r["metadata"]["opencdc.collection"] == t] for t in ("users", "orders")}
     assert by_table["users"] and by_table["orders"] and sum(map(len, by_table.values())) == RECORDS
-    orders = {k[0]: row for k, row in table_rows(tmp_path / "wh" / "conduit" / "orders", ["key"]).items()}
+    orders = {k[0]: row for k, row in rows_by_key(tmp_path / "wh" / "conduit" / "orders", ["key"]).items()}
     want_orders = replay_oracle(by_table["orders"])
     assert set(orders) == set(want_orders)
     for key, row in want_orders.items():
         assert orders[key]["note"] == row["note"]
         assert orders[key]["amount"] == (row["amount"] if avro else float(row["amount"]))
     want = replay_oracle(by_table["users"])
-    got = {k[0]: row for k, row in table_rows(tmp_path / "wh" / "conduit" / "users", ["key"]).items()}
+    got = {k[0]: row for k, row in rows_by_key(tmp_path / "wh" / "conduit" / "users", ["key"]).items()}
     assert set(got) == set(want)
     for key, row in want.items():
         assert got[key]["name"] == row["name"] and got[key]["active"] == row["active"]
@@ -160,7 +161,8 @@ def test_kill9_of_conduit_mid_pipeline_orphan_exits_and_restart_converges(condui
     """kill -9 of Conduit while records stream: the connector (now an orphan) exits within 10 s
     and commits nothing after Conduit died; a restarted Conduit (same database) re-sends what
     was not acked and the table converges: every key holds its last value, none an older one."""
-    from conduit_helpers import commit_history, process_state, wait_state
+    from testkit.delta_read import commit_history
+    from testkit.processes import process_state, wait_state
     from testkit.delta_read import delta_version
 
     with open(tmp_path / "input.jsonl", "w") as f:
@@ -194,7 +196,7 @@ def test_kill9_of_conduit_mid_pipeline_orphan_exits_and_restart_converges(condui
         deadline = time.monotonic() + 600
         while True:
             assert second.proc.poll() is None, second.log()[-4000:]
-            got = {k: r["v"] for k, r in table_rows(path, ["id"]).items()}
+            got = {k: r["v"] for k, r in rows_by_key(path, ["id"]).items()}
             if got == want:
                 break
             assert time.monotonic() < deadline, f"not converged: {sum(got.get(k) == v for k, v in want.items())} keys"

@@ -14,11 +14,10 @@ import time
 import psutil
 import pytest
 
-from bench.process_memory import tree_pss
-from conduit_helpers import (HostProcess, backlog_records, commit_history, connector_config, numbered_replay,
-                             process_state, table_rows, wait_state)
-from testkit.conduit_host import PluginProcess, numbered_records, record, CREATE
-from testkit.delta_read import delta_version
+from testkit.conduit_host import CREATE, HostProcess, PluginProcess, numbered_records, record
+from testkit.conduit_records import backlog_records, connector_config, numbered_replay
+from testkit.delta_read import commit_history, delta_version, rows_by_key
+from testkit.processes import process_state, tree_pss, wait_state
 
 ORPHAN_EXIT = 10.0          # issue 21's target: the orphan exits within 10 s of its host's kill -9
 PAUSE = "CONDUIT_DELTA_TEST_PAUSE_AT"
@@ -65,7 +64,7 @@ def test_kill9_of_the_host_ends_the_orphan_and_nothing_is_committed_after(hosts,
     time.sleep(2.0)
     assert delta_version(str(path)) == version            # and nothing later either
     # Acks came only after their commit: every acked record is in the table (or a newer one).
-    got = {k: r["v"] for k, r in table_rows(path, ["k"]).items()}
+    got = {k: r["v"] for k, r in rows_by_key(path, ["k"]).items()}
     for k, v in numbered_replay(1, acked_before, 500).items():
         assert got[k] >= v, (k, got[k], v)
     assert acked_before < 20_000                            # it really was mid-pipeline
@@ -124,14 +123,14 @@ def test_stale_writer_resumed_after_a_newer_instance_took_over_changes_no_row(ho
     b.wait_for(lambda s: s["finished"], timeout=300)
     assert b.status()["errors"] == []
     path = wh / "conduit" / "events"
-    version, rows = delta_version(str(path)), table_rows(path, ["k"])
+    version, rows = delta_version(str(path)), rows_by_key(path, ["k"])
     assert {k: r["v"] for k, r in rows.items()} == numbered_replay(1, 400, 50)
     os.kill(a.plugin_pid, signal.SIGCONT)
     status = a.wait_for(lambda s: s["errors"], timeout=120)
     assert "newer instance" in status["errors"][0], status
     time.sleep(1.0)
     assert delta_version(str(path)) == version, commit_history(path)[version + 1:]
-    assert table_rows(path, ["k"]) == rows
+    assert rows_by_key(path, ["k"]) == rows
 
 
 def test_stale_writer_stopped_after_its_guard_dies_with_its_host(hosts, tmp_path):
@@ -150,7 +149,7 @@ def test_stale_writer_stopped_after_its_guard_dies_with_its_host(hosts, tmp_path
     b.wait_for(lambda s: s["finished"], timeout=300)
     assert b.status()["errors"] == []
     path = wh / "conduit" / "events"
-    assert {k: r["v"] for k, r in table_rows(path, ["k"]).items()} == numbered_replay(1, 400, 50)
+    assert {k: r["v"] for k, r in rows_by_key(path, ["k"]).items()} == numbered_replay(1, 400, 50)
 
 
 BACKLOG = 200_000

@@ -17,9 +17,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from conduit_helpers import ENGINE, connector_config, replay, table_rows
+from testkit.conduit_records import ENGINE, connector_config, replay
 from testkit.conduit_host import CREATE, DELETE, SNAPSHOT, UPDATE, PluginProcess, SchemaRegistry, record
-from testkit.delta_read import delta_version
+from testkit.delta_read import delta_version, rows_by_key
 
 
 @pytest.fixture
@@ -120,7 +120,7 @@ def test_stream_acks_in_order_after_commit_and_table_equals_replay(plugin, tmp_p
     print(f"exit after Shutdown with the engine running: {took:.2f}s")
 
     path = wh / "conduit" / "users"
-    got = table_rows(path, ["id"])
+    got = rows_by_key(path, ["id"])
     want = replay(events)
     assert set(got) == set(want)
     for k, row in want.items():
@@ -154,7 +154,7 @@ def test_stop_flushes_records_still_in_flight(plugin, tmp_path):
     assert time.monotonic() - start < 120
     run.close()
     p.teardown()
-    got = table_rows(wh / "conduit" / "fixed", ["key"])
+    got = rows_by_key(wh / "conduit" / "fixed", ["key"])
     assert {k: r["n"] for k, r in got.items()} == {(f"k{i}",): i for i in range(7)}
 
 
@@ -199,7 +199,7 @@ def test_malformed_records_are_nacked_alone_in_order(plugin, tmp_path):
     assert errors[9] and errors[9] == errors[10] and "blocked" in errors[9]
     assert all("five" not in e for e in errors)          # never a value in a message
     assert [f.name for f in corrupt.parent.iterdir()] == [corrupt.name] and corrupt.read_text() == "not a Delta commit"
-    got = table_rows(wh / "conduit" / "items", ["id"])
+    got = rows_by_key(wh / "conduit" / "items", ["id"])
     assert {k: r["qty"] for k, r in got.items()} == {(1,): 6}
 
 
@@ -241,7 +241,7 @@ def test_avro_payloads_decoded_with_the_schema_service(plugin, tmp_path):
     assert [a.error for a in acks[:4]] == [""] * 4
     assert "not valid Avro" in acks[4].error
     assert registry.calls == 1                          # fetched once, then cached
-    got = table_rows(wh / "conduit" / "users", ["key"])
+    got = rows_by_key(wh / "conduit" / "users", ["key"])
     assert set(got) == {("w1",), ("w2",), ("w3",)}
     assert got[("w2",)]["name"] == "changed" and got[("w2",)]["active"] is False
     assert got[("w1",)]["seen"] == seen and json.loads(got[("w1",)]["tags"]) == ["a", "b"]
@@ -276,7 +276,7 @@ def test_kill9_mid_batch_then_restart_converges(plugin, tmp_path):
     run2.close()
     p2.teardown()
     assert [a.position for a in acks] == [r.position for r in rest] and all(a.error == "" for a in acks)
-    got = table_rows(wh / "conduit" / "events", ["k"])
+    got = rows_by_key(wh / "conduit" / "events", ["k"])
     assert {k: r["v"] for k, r in got.items()} == {k: r["v"] for k, r in replay(events).items()}
 
 
@@ -291,4 +291,4 @@ def test_stop_racing_the_stream_waits_for_the_last_record(plugin, tmp_path):
     assert [a.position for a in acks] == [r.position for r in recs] and all(a.error == "" for a in acks)
     run.close()
     p.teardown()
-    assert sorted(k[0] for k in table_rows(wh / "conduit" / "race", ["id"])) == list(range(1, 51))
+    assert sorted(k[0] for k in rows_by_key(wh / "conduit" / "race", ["id"])) == list(range(1, 51))

@@ -47,10 +47,9 @@ from typing import Callable, Optional
 import grpc
 import pytest
 
-from batch_helpers import batch_file, write_request
+from testkit.fivetran_requests import batch_file, col, columns_of, table, ts, write_request
 from testkit.server_process import RunningServer
 from testkit.delta_read import read_delta_table
-from rpc_helpers import col, columns_of, table, ts
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 
 UTC = dt.timezone.utc

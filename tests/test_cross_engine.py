@@ -70,8 +70,7 @@ def test_columns_changed_in_place_move_between_engines(pair, tmp_path, dedicated
     mapping: Spark rewrites it instead and never upgrades its protocol, so Sail keeps writing.
     Each table is handed over once, as between deployments: a server's cached metadata
     assumes nobody else changes its tables' schemas meanwhile."""
-    from batch_helpers import batch_file, write_request
-    from rpc_helpers import col, columns_of, describe, table
+    from testkit.fivetran_requests import batch_file, col, columns_of, describe, table, write_request
     from testkit.delta_read import delta_properties, read_delta_table
     from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
     import datetime as dt
@@ -151,7 +150,7 @@ def test_columns_changed_in_place_move_between_engines(pair, tmp_path, dedicated
     # A name Delta needs column mapping for: Spark refuses it in Sail's table with a clear error, nothing changes
     version = len(_log_actions(path))
     import grpc
-    from rpc_helpers import expect_error
+    from testkit.fivetran_requests import expect_error
     wide = table("by_sail", *t.columns, col("new col", "STRING"))
     err = expect_error(lambda: pair["spark"].stub.AlterTable(pb.AlterTableRequest(schema_name=schema, table=wide)),
                        grpc.StatusCode.UNIMPLEMENTED)

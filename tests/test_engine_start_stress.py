@@ -30,7 +30,7 @@ import pytest
 
 from delta_destination.engines import spark_process as sp
 from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
-from rpc_helpers import col, table
+from testkit.fivetran_requests import col, table
 from testkit.server_process import RunningServer
 
 STARTS = int(os.environ.get("DELTA_STRESS_ENGINE_STARTS", "50"))

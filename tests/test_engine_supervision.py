@@ -21,9 +21,9 @@ from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.settings import Settings
 from delta_destination.storage import StorageOptions
 from testkit.delta_read import delta_version, read_delta_table
-from testkit.server_process import free_port, sail_engines_below
-from batch_helpers import batch_file, write_request
-from rpc_helpers import col, table
+from testkit.processes import running, sail_engines_below
+from testkit.server_process import free_port
+from testkit.fivetran_requests import batch_file, col, table, write_request
 
 TABLE = table("orders", col("id", "LONG", pk=True), col("v", "STRING"))
 
@@ -33,13 +33,6 @@ def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> Non
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
-
-
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 # ---- the supervisor with real Sail processes (no destination server) -------------------------------
@@ -103,7 +96,7 @@ def test_a_statement_on_a_dead_engine_fails_at_once_and_the_next_lease_works(tmp
             assert session.rows("probe", "SELECT 1") == [(1,)]
             (pid,) = engines.sail_pids()
             psutil.Process(pid).kill()
-            wait_until(lambda: gone(pid), what="the engine to die")
+            wait_until(lambda: not running(pid), what="the engine to die")
             began = time.monotonic()
             with pytest.raises(Exception) as info:
                 session.rows("probe", "SELECT 2")
@@ -180,7 +173,7 @@ def test_kill_9_of_the_engine_mid_request_fails_only_that_request(tmp_path, dedi
     log = srv.log_text()
     assert "was killed by SIGKILL" in log and "the next one starts a new process" in log
     srv.stop()
-    assert gone(engine.pid) and gone(fresh.pid), "an engine process outlived the destination"
+    assert not running(engine.pid) and not running(fresh.pid), "an engine process outlived the destination"
 
 
 def test_requests_in_flight_span_engine_replacements_without_a_failure(tmp_path, dedicated_server):

@@ -6,51 +6,12 @@ import datetime as dt
 import grpc
 import pytest
 
-from batch_helpers import batch_file, write_request
-from testkit.delta_read import delta_version, read_delta_table
-from rpc_helpers import ON_BOTH_STORAGES, col, expect_error, table
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+from testkit.delta_read import delta_version, read_delta_table
+from testkit.fivetran_requests import (MAX, ON_BOTH_STORAGES, H, batch_file, col, expect_error, history_request, t, table,
+                                       version, write_request)
 
-UTC = dt.timezone.utc
-MAX = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
 MS = dt.timedelta(milliseconds=1)
-
-
-def t(h, m=0):
-    return dt.datetime(2024, 1, 1, h, m, tzinfo=UTC)
-
-
-H = table(
-    "hist",
-    col("id", "INT", pk=True), col("name", "STRING"), col("amount", "DOUBLE"),
-    col("_fivetran_start", "UTC_DATETIME", pk=True), col("_fivetran_end", "UTC_DATETIME"),
-    col("_fivetran_active", "BOOLEAN"), col("_fivetran_synced", "UTC_DATETIME"),
-)
-
-
-def version(i, start, **values):
-    r = {"id": i, "_fivetran_start": start, "_fivetran_end": MAX, "_fivetran_active": True, "_fivetran_synced": start}
-    r.update(values)
-    return r
-
-
-def history_request(schema, tmp_path, *, earliest=(), update=(), replace=(), delete=(), update_columns=None):
-    base = write_request(
-        schema, H,
-        replace=[batch_file(tmp_path, H, list(replace))] if replace else [],
-        update=[batch_file(tmp_path, H, list(update), kind="update", columns=update_columns)] if update else [],
-        delete=[batch_file(tmp_path, H, list(delete), kind="delete", columns=["id", "_fivetran_end", "_fivetran_synced"])] if delete else [],
-    )
-    e_files = [batch_file(tmp_path, H, list(earliest), kind="earliest", columns=["id", "_fivetran_start"])] if earliest else []
-    req = pb.WriteHistoryBatchRequest(
-        schema_name=schema, table=H, replace_files=base.replace_files, update_files=base.update_files,
-        delete_files=base.delete_files, earliest_start_files=[p for p, _ in e_files], file_params=base.file_params,
-    )
-    for k, v in base.keys.items():
-        req.keys[k] = v
-    for p, k in e_files:
-        req.keys[p] = k
-    return req
 
 
 def state(server, schema):
@@ -154,7 +115,7 @@ def test_alter_history_table(stub, server, hist, tmp_path):
     altered.columns[0].type = 4  # id INT -> LONG (a primary-key column)
     r = stub.AlterTable(pb.AlterTableRequest(schema_name=hist, table=altered, drop_columns=False))
     assert r.success
-    from rpc_helpers import columns_of, describe
+    from testkit.fivetran_requests import columns_of, describe
     got = columns_of(describe(stub, hist, "hist"))
     assert got["id"] == ("LONG", True, None) and got["_fivetran_start"] == ("UTC_DATETIME", True, None)
     assert "name" in got and got["name"][1] is False and "note" in got

@@ -32,9 +32,8 @@ import zstandard
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from testkit.batch_files import new_key, open_sink
-from batch_helpers import NULL_STRING, UNMOD_STRING, batch_file, write_request
+from testkit.fivetran_requests import NULL_STRING, UNMOD_STRING, batch_file, col, table, ts, write_request
 from testkit.delta_read import delta_version, read_delta_table
-from rpc_helpers import col, table, ts
 from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from delta_destination.doors.fivetran.batch_files import Compression, Encryption
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from batch_helpers import batch_file, write_request
+from testkit.fivetran_requests import batch_file, col, table, write_request
 from delta_destination.core.registry import TableRef
 from delta_destination.core.key_ranges import keys_cannot_match, ranges_disjoint
 from delta_destination.core.model import Column, DataType, TableSchema
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.warehouse import Warehouse
-from rpc_helpers import col, table
 from testkit.delta_read import read_delta_table
 
 T = table("orders", col("id", "INT", pk=True), col("region", "STRING", pk=True), col("v", "STRING"))

@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from batch_helpers import batch_file, write_request
-from rpc_helpers import col, table
+from testkit.fivetran_requests import batch_file, col, table, write_request
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.lineage import table_uri
 from delta_destination.lineage.airflow_assets import AirflowAssets, AirflowConfig

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from airbyte_helpers import record as airbyte_record
-from airbyte_helpers import run, stream, stream_state, write_json
-from conduit_helpers import connector_config, table_rows
+from testkit.airbyte_cli import record as airbyte_record
+from testkit.airbyte_cli import run, stream, stream_state, write_json
+from testkit.conduit_records import connector_config
 from delta_destination.lineage import table_uri
 from delta_destination.lineage.uris import openlineage_name
 from testkit.conduit_host import CREATE, DELETE, UPDATE, PluginProcess
 from testkit.conduit_host import record as conduit_record
-from testkit.delta_read import delta_version, read_delta_table
+from testkit.delta_read import delta_version, read_delta_table, rows_by_key
 from testkit.openlineage_check import EventValidator, read_events, runs, wait_for
 
 ENGINE = "sail"  # explicitly the embedded engine, whatever DELTA_TEST_ENGINES says
@@ -170,7 +170,7 @@ def test_conduit_batch_emits_schema_valid_runs_with_uri_version_and_counts(tmp_p
         p.kill_gracefully()
     finally:
         p.close()
-    got = table_rows(location, ["id"])
+    got = rows_by_key(location, ["id"])
     assert {k: r["name"] for k, r in got.items()} == {(1,): "user1", (2,): "renamed", (4,): "user4",
                                                         (9,): "new", (10,): "newer"}
 

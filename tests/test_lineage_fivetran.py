@@ -10,8 +10,7 @@ import time
 import grpc
 import pytest
 
-from batch_helpers import batch_file, write_request
-from rpc_helpers import col, expect_error, table
+from testkit.fivetran_requests import batch_file, col, expect_error, table, write_request
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.lineage import table_uri
 from testkit.airflow_standin import AirflowStandIn
@@ -231,7 +230,7 @@ def test_lineage_endpoints_down_or_slow_never_fail_or_slow_a_write(tmp_path_fact
 
 
 def test_history_mode_commits_report_version_and_counts(lineage_server, tmp_path):
-    from test_history_batch import H, history_request, t, version
+    from testkit.fivetran_requests import H, history_request, t, version
 
     srv, stub = lineage_server, lineage_server.stub
     schema = "hist_lineage"

@@ -17,10 +17,9 @@ import grpc
 import psutil
 import pytest
 
-from batch_helpers import batch_file, write_request
+from testkit.fivetran_requests import batch_file, col, table, write_request
 from testkit.server_process import free_port
 from testkit.delta_read import read_delta_table
-from rpc_helpers import col, table
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 
 T0 = dt.datetime(2024, 6, 1, tzinfo=dt.timezone.utc)

@@ -15,7 +15,8 @@ import time
 import psutil
 import pytest
 
-from testkit.server_process import ROOT, TESTER_INPUTS, spark_jvms_below
+from testkit.processes import spark_jvms_below
+from testkit.server_process import ROOT, TESTER_INPUTS
 
 
 @pytest.mark.parametrize("engine", ["auto", "spark"])

@@ -12,8 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from batch_helpers import batch_file, write_request
-from rpc_helpers import col, expect_error, table
+from testkit.fivetran_requests import batch_file, col, expect_error, table, write_request
 from testkit.delta_read import delta_version, read_delta_table
 from delta_destination.errors import EngineError, InvalidRequest, MemoryBudgetExceeded
 from delta_destination.core.registry import TableRef

@@ -5,9 +5,9 @@ import datetime as dt
 
 import grpc
 
-from batch_helpers import batch_file, write_request
+from testkit.fivetran_requests import (ON_BOTH_STORAGES, batch_file, col, columns_of, describe, entries_of,
+                                       expect_error, files_under, table, write_request)
 from testkit.delta_read import delta_version, read_delta_table
-from rpc_helpers import ON_BOTH_STORAGES, entries_of, files_under, col, columns_of, describe, expect_error, table
 from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 
 UTC = dt.timezone.utc

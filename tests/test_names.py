@@ -21,8 +21,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from batch_helpers import batch_file, write_request
-from rpc_helpers import col, columns_of, describe, expect_error, table
+from testkit.fivetran_requests import batch_file, col, columns_of, describe, expect_error, table, write_request
 from delta_destination.names import case_clash
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.warehouse import (MAX_COMPONENT, Warehouse, name_of_component, path_component,

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import grpc
 import pytest
 
-from rpc_helpers import col, columns_of, describe, expect_error, table, ts
+from testkit.fivetran_requests import col, columns_of, describe, expect_error, table, ts
 from testkit.delta_read import delta_version, read_delta_table
 from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from delta_destination.settings import CONNECTION_FIELDS
@@ -167,7 +167,7 @@ def test_describe_reports_params_and_alter_widens_them(stub, unique_schema, serv
     value is refused and leaves the table as it was."""
     from decimal import Decimal
 
-    from batch_helpers import batch_file, write_request
+    from testkit.fivetran_requests import batch_file, write_request
 
     path = f"{server.warehouse}/{unique_schema}/params"
     t1 = table("params", col("id", "INT", pk=True), col("s", "STRING", sbl=64), col("d", "DECIMAL", precision=6, scale=2),
@@ -197,7 +197,7 @@ def test_alter_to_float_rounds_but_never_overflows(stub, unique_schema, server, 
     """DOUBLE -> FLOAT rounds to FLOAT precision (what the type change asks for, as Fivetran's
     own tester input does), but a finite value beyond FLOAT's range is refused, not turned
     into infinity; DOUBLE -> INT would truncate fractions: refused."""
-    from batch_helpers import batch_file, write_request
+    from testkit.fivetran_requests import batch_file, write_request
 
     path = f"{server.warehouse}/{unique_schema}/flt"
     synced = datetime(2024, 1, 1, tzinfo=timezone.utc)

@@ -9,8 +9,8 @@ import datetime as dt
 import grpc
 import pytest
 
-from batch_helpers import NULL_STRING, UNMOD_STRING, batch_file, write_request
-from rpc_helpers import col, columns_of, describe, expect_error, table
+from testkit.fivetran_requests import (NULL_STRING, UNMOD_STRING, batch_file, col, columns_of, describe, expect_error,
+                                       table, write_request)
 from testkit.batch_files import new_key, write_batch_file
 from testkit.delta_read import delta_version, read_delta_table
 from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb

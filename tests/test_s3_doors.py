@@ -23,9 +23,8 @@ import uuid
 import pytest
 from deltalake import DeltaTable
 
-from airbyte_helpers import COMMAND, Result, record, stream, stream_state, write_json
-from batch_helpers import batch_file, write_request
-from rpc_helpers import col, table
+from testkit.airbyte_cli import COMMAND, Result, record, stream, stream_state, write_json
+from testkit.fivetran_requests import batch_file, col, table, write_request
 from testkit.conduit_host import CREATE, DELETE, UPDATE, PluginProcess
 from testkit.conduit_host import record as cdc_record
 from testkit.delta_read import read_delta_table, storage_options_for

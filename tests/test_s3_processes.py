@@ -21,8 +21,7 @@ import uuid
 import grpc
 import pytest
 
-from batch_helpers import batch_file, write_request
-from rpc_helpers import col, table
+from testkit.fivetran_requests import batch_file, col, table, write_request
 from testkit.delta_read import delta_version, read_delta_table
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.warehouse import STAGING_DIR

@@ -34,11 +34,11 @@ import pytest
 import zstandard
 
 from testkit.batch_files import new_key, write_batch_file
-from batch_helpers import NULL_STRING, UNMOD_STRING, batch_file, write_request
+from testkit.fivetran_requests import NULL_STRING, UNMOD_STRING, batch_file, col, table, write_request
 from testkit.server_process import ROOT, RunningServer
 from testkit.delta_read import delta_version, read_delta_table
 from testkit.polling import Poller
-from rpc_helpers import col, table
+from testkit.processes import process_tree
 from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from delta_destination.doors.fivetran.batch_files import Compression
 
@@ -174,8 +174,7 @@ class Watcher(Poller):
                 if any(self.marker in view for view in _decoded_views(data)):
                     self.hits.append(p)
         try:
-            proc = psutil.Process(self.pid)
-            for q in [proc] + proc.children(recursive=True):
+            for q in process_tree(self.pid):
                 for of in q.open_files():
                     if of.mode != "r":
                         self.written.add(of.path)

@@ -9,9 +9,8 @@ import threading
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from batch_helpers import batch_file, write_request
+from testkit.fivetran_requests import batch_file, col, table, write_request
 from testkit.delta_read import read_delta_table
-from rpc_helpers import col, table
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb, destination_sdk_pb2_grpc as pb_grpc
 
 

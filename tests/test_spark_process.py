@@ -13,7 +13,8 @@ import pytest
 import tomllib
 
 from delta_destination.engines import spark_process as sp
-from testkit.server_process import ROOT, RunningServer, spark_jvms_below
+from testkit.processes import spark_jvms_below
+from testkit.server_process import ROOT, RunningServer
 
 
 def test_server_conf_is_loopback_delta_utc_ansi_and_private(tmp_path):

@@ -11,8 +11,7 @@ from decimal import Decimal
 
 import pytest
 
-from batch_helpers import batch_file, write_request
-from rpc_helpers import col, columns_of, describe, table
+from testkit.fivetran_requests import batch_file, col, columns_of, describe, table, write_request
 from testkit.delta_read import delta_version, read_delta_table
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 

@@ -9,8 +9,7 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-from batch_helpers import batch_file, write_request
-from rpc_helpers import col, table
+from testkit.fivetran_requests import batch_file, col, table, write_request
 from delta_destination.errors import InvalidRequest
 from delta_destination.core.upkeep import UpkeepOptions
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb

@@ -15,11 +15,10 @@ import sys
 import grpc
 import pytest
 
-from batch_helpers import batch_file, write_request
+from testkit.fivetran_requests import batch_file, col, expect_error, table, write_request
 from delta_destination.errors import InvalidRequest
 from delta_destination.engines.dialect import SailDialect, SparkDialect
 from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
-from rpc_helpers import col, expect_error, table
 from testkit.delta_read import read_delta_table
 from testkit.server_process import ROOT
 

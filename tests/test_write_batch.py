@@ -9,9 +9,8 @@ from decimal import Decimal
 import grpc
 import pytest
 
-from batch_helpers import batch_file, write_request
+from testkit.fivetran_requests import ON_BOTH_STORAGES, batch_file, col, expect_error, table, ts, write_request
 from testkit.delta_read import delta_version, last_operation, read_delta_table
-from rpc_helpers import ON_BOTH_STORAGES, col, expect_error, table, ts
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.doors.fivetran.batch_files import Compression
 

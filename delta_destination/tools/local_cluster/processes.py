@@ -86,13 +86,20 @@ def processes_mentioning(path: Path) -> list[int]:
     return out
 
 
+def process_tree(pid: int) -> list:
+    """`pid` and all its descendants, as psutil.Process objects (psutil.NoSuchProcess when `pid` is gone)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
 def tree_rss(pid: int) -> int:
     """Resident bytes of `pid` and all its descendants."""
     import psutil
 
     try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
+        procs = process_tree(pid)
     except psutil.Error:
         return 0
     total = 0

@@ -1,4 +1,6 @@
-"""Driving the real `airbyte-delta-destination` command over pipes, as the Airbyte platform does."""
+"""Driving the real `airbyte-delta-destination` command over pipes, as the Airbyte platform does: the
+command, a `write` fed line by line, Airbyte protocol messages (catalog streams, records, states,
+statuses) and the engine the Airbyte tests run on."""
 from __future__ import annotations
 
 import json
@@ -13,9 +15,8 @@ from typing import Iterable, Optional
 
 import pytest
 
-from testkit.delta_read import read_delta_table
+from testkit.server_process import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 COMMAND = [sys.executable, "-m", "delta_destination.doors.airbyte.main"]
 
 
@@ -147,8 +148,3 @@ def stream_state(stream_name: str, value, **extra) -> str:
 def stream_status(stream_name: str, status: str) -> str:
     return json.dumps({"type": "TRACE", "trace": {"type": "STREAM_STATUS", "emitted_at": 1.0, "stream_status": {
         "stream_descriptor": {"name": stream_name}, "status": status}}})
-
-
-def table_rows(warehouse: Path, schema: str, table: str, key: str = "id") -> list[dict]:
-    rows = read_delta_table(str(warehouse / schema / table)).to_pylist()
-    return sorted(rows, key=lambda r: (r[key] is None, r[key]))
