@@ -6,7 +6,7 @@ Docker) serves master + volume + filer + S3 in one process, speaks SigV4, path-s
 and conditional writes (`If-None-Match: *` answers 412 on an existing key), so the engines and
 delta-rs talk to it exactly as they would to S3. No mocks (moto) and no fake servers.
 
-What a start guarantees, each checked by tests/test_s3_infra.py:
+What a start guarantees, each checked by tests/engines/test_s3_infra.py:
 - Everything listens on 127.0.0.1 only, on ports picked free at start. SeaweedFS's gRPC
   ports are given explicitly (otherwise each is its HTTP port + 10000, which may be taken).
 - Its data, its logs (glog writes to $TMPDIR) and the identity file holding the secret live in

@@ -15,7 +15,7 @@ from delta_destination.doors.fivetran.setup_form import configuration_form
 from delta_destination.settings import (CONNECTION_FIELDS, FIELDS, PROCESS, Settings, add_flags, from_flags,
                                         markdown_table)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "SECRET-9f1c-not-for-logs"
 
 

@@ -16,7 +16,7 @@ from testkit.delta_read import read_delta_table
 from testkit.airbyte_cli import ON_BOTH_ENGINES, engine  # noqa: F401
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STREAMS = ["users", "products", "purchases"]
 FAKER = {"count": 120, "seed": 42, "parallelism": 1, "always_updated": False, "records_per_slice": 50}
 

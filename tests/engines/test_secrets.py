@@ -269,7 +269,7 @@ def test_staging_table_is_removed_after_the_batch(tmp_path, engine, dedicated_se
         wh = Path(srv.warehouse)
         staging = wh / "_fivetran_staging"
         table_dir = wh / SCHEMA / "big"
-        # (Spark's JVM keeps its own private 0700 scratch under TMPDIR: tests/test_spark_process.py)
+        # (Spark's JVM keeps its own private 0700 scratch under TMPDIR: tests/engines/test_spark_process.py)
         roots = {"TMPDIR": tmp_path / "server-tmp", "warehouse": wh} if engine == "sail" else {"warehouse": wh}
         with Watcher(roots, marker.encode(), srv.proc.pid, [table_dir], staging=staging) as w:
             assert srv.stub.WriteBatch(write_request(SCHEMA, BIG, replace=[f]), timeout=300).success

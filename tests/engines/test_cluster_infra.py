@@ -35,7 +35,7 @@ from delta_destination.tools.local_cluster import (
 from testkit.polling import Poller
 from testkit.processes import jvms_below, process_tree, processes_mentioning, running
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")

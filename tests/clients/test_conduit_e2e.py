@@ -15,7 +15,7 @@ from testkit.conduit_records import ENGINE
 from testkit.delta_read import rows_by_key
 from testkit.conduit_pipeline import Conduit as ConduitRun, conduit_binary, replay_oracle
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 200
 
 pytestmark = pytest.mark.slow
