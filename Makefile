@@ -148,11 +148,11 @@ airbyte-clients:
 	PYTHON=$(PYTHON) scripts/airbyte_client_venvs.sh
 
 bench: install
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python -m bench
 
 # The upsert at 1M and 10M rows through the local cluster and the local engine (docs/benchmarks.md).
 bench-cluster: install
-	$(BIN)/python scripts/bench.py --cluster
+	$(BIN)/python -m bench --cluster
 
 # Thousands of small batches on one long-running process per door (Fivetran server as `make run` starts
 # it, one long Airbyte write, a real Conduit pipeline): memory over time, latency, engine restarts.

@@ -13,7 +13,7 @@ from typing import Optional
 
 import psutil
 
-from bench_results import GB
+from .results import GB
 
 
 def _tree(proc: psutil.Process) -> list[psutil.Process]:

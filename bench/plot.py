@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_results import GB, engines_of, growth_upserts, is_growth_upsert, outcome, outcome_code, table_size
-from bench_targets import TARGET_TREE_RSS
+from .results import GB, engines_of, growth_upserts, is_growth_upsert, outcome, outcome_code, table_size
+from .targets import TARGET_TREE_RSS
 from testkit.bench_keys import DISTRIBUTIONS
 
 ENGINE_COLORS = {"auto": "tab:green", "sail": "tab:blue", "spark": "tab:orange"}

@@ -1,4 +1,4 @@
-"""One whole benchmark run: the workloads' files, the processes (bench_steps.Bench), the workloads,
+"""One whole benchmark run: the workloads' files, the processes (steps.Bench), the workloads,
 the profiles, and the result as bench-results.json holds it."""
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import psutil
 
-import bench_data as bd
-from bench_cluster import run_cluster
-from bench_object_storage import run_object_storage
-from bench_profiles import run_profiles
-from bench_results import GB
-from bench_steps import Bench
-from bench_workloads import Plan, plan, run_workloads, selected_chain
+from . import data as bd
+from .cluster import run_cluster
+from .object_storage import run_object_storage
+from .profiles import run_profiles
+from .results import GB
+from .steps import Bench
+from .workloads import Plan, plan, run_workloads, selected_chain
 from testkit.server_process import ROOT
 
 DATA_ROOT = ROOT / "bench-data"
@@ -86,7 +86,7 @@ def _result(bench: Bench, p: Plan, **figures) -> dict:
     return {
         **figures,
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([".venv/bin/python", "scripts/bench.py", *sys.argv[1:]]),
+        "command": " ".join([".venv/bin/python", "-m", "bench", *sys.argv[1:]]),
         "scale": a.scale, "seed": a.seed, "engines": bench.engines,
         "spark_driver_memory": os.environ.get("DELTA_DESTINATION_SPARK_DRIVER_MEMORY", "1536m"),
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
@@ -100,7 +100,7 @@ def _result(bench: Bench, p: Plan, **figures) -> dict:
 
 def run(args) -> dict:
     """The whole run; the result (what bench-results.json holds). `--storage s3`: the object-storage
-    run alone (bench_object_storage.py); its result."""
+    run alone (object_storage.py); its result."""
     started = dt.datetime.now(dt.timezone.utc)
     DATA_ROOT.mkdir(exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="run-", dir=DATA_ROOT))

@@ -1,6 +1,6 @@
 """The benchmark's workloads: which files each one sends (keys from testkit/bench_keys.py, files from
-bench_data.py) and the steps that send them, on every engine's server and once on the baseline
-(bench_steps.Bench.step measures each step)."""
+data.py) and the steps that send them, on every engine's server and once on the baseline
+(steps.Bench.step measures each step)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -9,10 +9,10 @@ from typing import Callable
 
 import numpy as np
 
-import bench_data as bd
-from bench_baseline import file_refs
-from bench_rpc import create_table, describe_table, soft_truncate, write_batch, write_history_batch
-from bench_steps import Bench
+from . import data as bd
+from .baseline import file_refs
+from .rpc import create_table, describe_table, soft_truncate, write_batch, write_history_batch
+from .steps import Bench
 from testkit.bench_keys import DISTRIBUTIONS, sample_recent, sample_uniform, shuffled
 
 NEW_KEY_BASE = 10 ** 12               # upserts' new keys, far above the appended 0..size-1

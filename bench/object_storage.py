@@ -1,7 +1,7 @@
 """The object-storage run: the initial load and the 100k upsert into it, on a warehouse on a real S3
 server (delta_destination/tools/s3_server.S3Server, SeaweedFS on loopback) and on a local directory, back to back,
 one engine at a time; each RPC timed and the server's process tree sampled as in the local run
-(bench_steps.Bench with one engine, no baseline). Target: the S3 initial load within 1.5x of the
+(steps.Bench with one engine, no baseline). Target: the S3 initial load within 1.5x of the
 same load to a local directory on the same engine."""
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from typing import Optional
 
 import psutil
 
-import bench_data as bd
-from bench_results import gb, rate, ratio, seconds
-from bench_rpc import SCHEMA, create_table, write_batch
-from bench_sampling import tree_cpu
-from bench_steps import Bench
-from bench_workloads import Plan
+from . import data as bd
+from .results import gb, rate, ratio, seconds
+from .rpc import SCHEMA, create_table, write_batch
+from .sampling import tree_cpu
+from .steps import Bench
+from .workloads import Plan
 from delta_destination.tools.s3_server import S3Server
 
 TARGET_S3_RATIO = 1.5
@@ -91,7 +91,7 @@ def run_object_storage(args, p: Plan, tmp: Path, log) -> dict:
     started = dt.datetime.now(dt.timezone.utc)
     out = {"started": started.isoformat(timespec="seconds"), "loadavg_before": _loadavg(), "nproc": os.cpu_count(),
            "scale": args.scale, "results": [], "events": [], "failures": [],
-           "command": " ".join([".venv/bin/python", "scripts/bench.py", *sys.argv[1:]])}
+           "command": " ".join([".venv/bin/python", "-m", "bench", *sys.argv[1:]])}
     try:
         with S3Server() as s3:
             out["s3_started_s"] = round(s3.started_in, 1)
@@ -191,24 +191,9 @@ def section(res: Optional[dict]) -> list[str]:
                   "(`delta_destination.logs.timed`; the logs do not break down the rest: reading, decrypting and "
                   "parsing the batch files, writing a batch to the staging area with pyarrow, the commit):", ""]
         lines += [f"- {r['engine']} {r['step']} [{r['storage']}]: {', '.join(r['server_phases'])}" for r in phased]
-    lines += ["", f"Run by `{res.get('command', '.venv/bin/python scripts/bench.py --storage s3')}` (`--storage s3`: this "
+    lines += ["", f"Run by `{res.get('command', '.venv/bin/python -m bench --storage s3')}` (`--storage s3`: this "
               "section alone, put into the existing page; `make bench` runs it after the local workloads)."]
     if res["failures"]:
         lines += ["", "Failures:", ""] + [f"- `{x[:600]}`" for x in res["failures"]]
     return lines + [""]
 
-
-def splice(path: Path, lines: list[str]) -> None:
-    """Put a section (its first line is its heading) into an existing report: in place of an earlier
-    one, else before `## Growth` (where write_report puts it), else at the end; the rest of the file
-    is kept as it is."""
-    old = path.read_text().splitlines() if path.exists() else []
-    heading = lines[0] if lines else HEADING
-    if heading in old:
-        i = old.index(heading)
-        j = next((k for k in range(i + 1, len(old)) if old[k].startswith("## ")), len(old))
-        new = old[:i] + lines + old[j:]
-    else:
-        i = next((k for k, x in enumerate(old) if x in ("## Growth", "## Machine")), len(old))
-        new = old[:i] + lines + old[i:]
-    path.write_text("\n".join(new) + "\n")

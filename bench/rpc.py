@@ -1,5 +1,5 @@
 """The benchmark's calls to the destination, as Fivetran makes them; every call carries its step's
-label as `bench-label` gRPC metadata (scripts/bench_profile_server.py names its profiles by it)."""
+label as `bench-label` gRPC metadata (bench/profile_server.py names its profiles by it)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -7,7 +7,7 @@ from typing import Optional
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-import bench_data as bd
+from . import data as bd
 from delta_destination.core.model import TableSchema
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.doors.fivetran.convert import table_to_proto
@@ -46,7 +46,7 @@ def _call(fn, req, what: str, label: str):
 
 
 def write_batch(stub, table: TableSchema, *, replace=(), update=(), delete=(), label="WriteBatch") -> None:
-    """WriteBatch with these files (bench_data.FileSpec); RpcFailed unless it succeeds."""
+    """WriteBatch with these files (data.FileSpec); RpcFailed unless it succeeds."""
     req = pb.WriteBatchRequest(
         schema_name=SCHEMA, table=table_to_proto(table),
         keys={f.path: f.key_bytes() for f in (*replace, *update, *delete)},

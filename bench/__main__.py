@@ -1,20 +1,20 @@
 """Benchmark: Fivetran-like workloads through the real gRPC server, on each engine, vs a bare delta-rs baseline.
 
-    .venv/bin/python scripts/bench.py                 # everything, every engine (make bench); writes docs/benchmarks.md
-    .venv/bin/python scripts/bench.py --scale 0.01    # every row count x0.01: a quick check
-    .venv/bin/python scripts/bench.py --only upsert   # one workload (and what it needs first)
-    .venv/bin/python scripts/bench.py --only upsert,narrow_load,growth   # several
-    .venv/bin/python scripts/bench.py --skip-growth   # without the 1M/3M/10M growth runs
-    .venv/bin/python scripts/bench.py --engines auto  # one engine (default: auto,sail,spark side by side)
-    .venv/bin/python scripts/bench.py --storage s3    # only the object-storage run, into the existing report
-    .venv/bin/python scripts/bench.py --cluster       # only the cluster run (make bench-cluster), likewise
+    .venv/bin/python -m bench                         # everything, every engine (make bench); writes docs/benchmarks.md
+    .venv/bin/python -m bench --scale 0.01            # every row count x0.01: a quick check
+    .venv/bin/python -m bench --only upsert           # one workload (and what it needs first)
+    .venv/bin/python -m bench --only upsert,narrow_load,growth   # several
+    .venv/bin/python -m bench --skip-growth           # without the 1M/3M/10M growth runs
+    .venv/bin/python -m bench --engines auto          # one engine (default: auto,sail,spark side by side)
+    .venv/bin/python -m bench --storage s3            # only the object-storage run, into the existing report
+    .venv/bin/python -m bench --cluster               # only the cluster run (make bench-cluster), likewise
 
 After the local workloads (whose servers are stopped by then), the object-storage run
-(scripts/bench_object_storage.py) measures the initial load and the upsert again on each engine
+(bench/object_storage.py) measures the initial load and the upsert again on each engine
 alone, to a local directory and then to a SeaweedFS S3 server on loopback, back to back;
 `--storage local` skips it, `--storage s3` runs only it and puts its section into the existing
 benchmarks.md (the rest of the file is left as it is) with its figures in object-storage-results.json.
-`--cluster` (scripts/bench_cluster.py) starts the local cluster (delta_destination/tools/local_cluster) and measures the
+`--cluster` (bench/cluster.py) starts the local cluster (delta_destination/tools/local_cluster) and measures the
 100k upsert into a 1M-row and a 10M-row table through it and through the local Spark engine; its
 section goes into the existing benchmarks.md the same way (figures in cluster-results.json).
 
@@ -25,21 +25,21 @@ then on a local Spark JVM the server starts when needed; which engine served eac
 server's log and reported. `sail` and `spark` are the engines named explicitly (--engine E).
 
 Workload files are generated once per (seed, scale) under bench-data/ (encrypted
-zstd CSV in Fivetran's conventions, see scripts/bench_data.py) and reused.  Each
+zstd CSV in Fivetran's conventions, see bench/data.py) and reused.  Each
 engine gets its own server subprocess (`python -m delta_destination.doors.fivetran.main
 [--engine E]`) on a free port with its own temporary warehouse; the RSS and CPU of
 its process tree (for Spark, and for auto while it keeps one: the server plus the Spark Connect
 JVM it starts) are sampled every 0.1 s and each RPC is timed.  Every step runs on each engine in
-turn, then ONCE on the baseline (scripts/bench_baseline.py), which applies the
+turn, then ONCE on the baseline (bench/baseline.py), which applies the
 identical files with the destination's batch-file reader + delta-rs in a separate
 worker process, sampled the same way.  A full run (scale 1, all workloads, every
 engine) writes docs/benchmarks.md, docs/bench-results.json and
 docs/bench-growth.png; partial runs write to bench-data/report/ instead.
 
-The parts: bench_runner.py (a whole run), bench_workloads.py (what each workload sends),
-bench_steps.py (servers, baseline, measured steps), bench_sampling.py (RSS and CPU of process trees),
-bench_rpc.py (the calls), bench_profiles.py (pyinstrument phases), bench_targets.py, bench_plot.py and
-bench_report.py (judging and writing up a result, which bench_results.py reads).
+The parts: runner.py (a whole run), workloads.py (what each workload sends),
+steps.py (servers, baseline, measured steps), sampling.py (RSS and CPU of process trees),
+rpc.py (the calls), profiles.py (pyinstrument phases), targets.py, plot.py and
+report.py (judging and writing up a result, which results.py reads).
 """
 from __future__ import annotations
 
@@ -48,25 +48,25 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # testkit/ (delta_destination is installed in the venv)
+from testkit.server_process import ROOT
 
-from bench_cluster import section as cluster_section  # noqa: E402
-from bench_object_storage import section, splice  # noqa: E402
-from bench_object_storage import targets as object_storage_targets  # noqa: E402
-from bench_plot import plot  # noqa: E402
-from bench_report import write_report  # noqa: E402
-from bench_runner import DATA_ROOT, run  # noqa: E402
-from bench_targets import evaluate_targets  # noqa: E402
-from bench_workloads import WORKLOADS  # noqa: E402
+from .cluster import section as cluster_section
+from .object_storage import section
+from .object_storage import targets as object_storage_targets
+from .plot import plot
+from .report import write_report
+from .report_sections import splice
+from .runner import DATA_ROOT, run
+from .targets import evaluate_targets
+from .workloads import WORKLOADS
 
 DOCS = ROOT / "docs"
 ENGINE_CHOICES = ("auto", "sail", "spark")  # auto: the default (its server has no --engine flag)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every row count (e.g. 0.01 for a quick check)")
     ap.add_argument("--only", default=None, metavar="W[,W...]",
                     help=f"run these workloads (and the ones they need first); one or more of {', '.join(WORKLOADS)}")

@@ -1,6 +1,6 @@
 """The destination server with pyinstrument around WriteBatch / WriteHistoryBatch / Truncate.
 
-Started by scripts/bench_profiles.py for the "Profiles" section (same arguments as
+Started by bench/profiles.py for the "Profiles" section (same arguments as
 `python -m delta_destination.doors.fivetran.main`).  gRPC handlers run on pool threads and pyinstrument
 samples the thread that starts it, so each call is profiled from inside its
 handler; waiting on the embedded Sail engine shows up as time in the Spark
@@ -15,13 +15,9 @@ import os
 import sys
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parents[1]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
+from pyinstrument import Profiler
 
-from pyinstrument import Profiler  # noqa: E402
-
-from delta_destination.doors.fivetran import servicer  # noqa: E402
+from delta_destination.doors.fivetran import servicer
 
 OUT = Path(os.environ.get("BENCH_PROFILE_DIR", "."))
 

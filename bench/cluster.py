@@ -19,12 +19,12 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import bench_data as bd
-from bench_results import gb, rate, seconds
-from bench_rpc import SCHEMA, create_table, describe_table, write_batch
-from bench_sampling import tree_rss
-from bench_steps import Bench
-from bench_workloads import Plan
+from . import data as bd
+from .results import gb, rate, seconds
+from .rpc import SCHEMA, create_table, describe_table, write_batch
+from .sampling import tree_rss
+from .steps import Bench
+from .workloads import Plan
 from testkit.polling import Poller
 
 HEADING = "## The local cluster (Spark standalone, S3, Hive metastore)"
@@ -126,7 +126,7 @@ def run_cluster(args, p: Plan, tmp: Path, log) -> dict:
     out = {"started": started.isoformat(timespec="seconds"), "loadavg_before": _loadavg(), "nproc": os.cpu_count(),
            "scale": args.scale, "results": [], "events": [], "failures": [], "rows": {},
            "rows_expected": expected_rows(p),
-           "command": " ".join([".venv/bin/python", "scripts/bench.py", *sys.argv[1:]])}
+           "command": " ".join([".venv/bin/python", "-m", "bench", *sys.argv[1:]])}
     for target in TARGETS:
         sub = tmp / f"cluster-run-{target}"
         sub.mkdir()
@@ -199,7 +199,7 @@ def section(res: Optional[dict]) -> list[str]:
               + "; ".join(f"{t}: {n:,}" for t, n in res.get("rows", {}).items())
               + f" (expected {res['rows_expected']:,})"
               + (" **MISMATCH**" if any(n != res["rows_expected"] for n in res.get("rows", {}).values()) else "")]
-    lines += ["", f"Run by `{res.get('command', '.venv/bin/python scripts/bench.py --cluster')}` (`--cluster`: this "
+    lines += ["", f"Run by `{res.get('command', '.venv/bin/python -m bench --cluster')}` (`--cluster`: this "
               "section alone, put into the existing page; its figures in cluster-results.json)."]
     if res["failures"]:
         lines += ["", "Failures:", ""] + [f"- `{x[:600]}`" for x in res["failures"]]

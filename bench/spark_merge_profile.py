@@ -18,9 +18,9 @@ What it does:
 The first MERGE of a fresh JVM is slower (class loading, JIT): compare the later ones.
 
 Usage (from the repository root, after `make install`):
-  .venv/bin/python scripts/spark_merge_profile.py --rows 1000000
-  .venv/bin/python scripts/spark_merge_profile.py --conf spark.databricks.delta.merge.materializeSource=none
-  DELTA_DESTINATION_SPARK_DRIVER_MEMORY=4g .venv/bin/python scripts/spark_merge_profile.py
+  .venv/bin/python -m bench.spark_merge_profile --rows 1000000
+  .venv/bin/python -m bench.spark_merge_profile --conf spark.databricks.delta.merge.materializeSource=none
+  DELTA_DESTINATION_SPARK_DRIVER_MEMORY=4g .venv/bin/python -m bench.spark_merge_profile
 Results: docs/performance-analysis.md ("Apache Spark: where an upsert's time goes").
 """
 from __future__ import annotations
@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,11 +36,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from delta_destination.engines.dialect import SparkDialect  # noqa: E402
-from delta_destination.engines.pool import connect  # noqa: E402
-from delta_destination.engines.spark_process import LocalSparkServer, SparkProcessOptions  # noqa: E402
+from delta_destination.engines.dialect import SparkDialect
+from delta_destination.engines.pool import connect
+from delta_destination.engines.spark_process import LocalSparkServer, SparkProcessOptions
 
 COLUMNS = (["id BIGINT"] + [f"s{i} STRING" for i in range(8)] + [f"l{i} BIGINT" for i in range(5)]
            + [f"d{i} DOUBLE" for i in range(4)] + ["ts0 TIMESTAMP", "ts1 TIMESTAMP"])

@@ -19,10 +19,10 @@ from typing import Callable, Optional
 
 import psutil
 
-from bench_baseline import BaselineProc
-from bench_results import GB, gb, short
-from bench_rpc import SCHEMA, RpcFailed
-from bench_sampling import Sampler, tree_cpu, tree_cpu_by_name, tree_names, tree_rss
+from .baseline import BaselineProc
+from .results import GB, gb, short
+from .rpc import SCHEMA, RpcFailed
+from .sampling import Sampler, tree_cpu, tree_cpu_by_name, tree_names, tree_rss
 from testkit.server_process import RunningServer
 
 SERVER_READY_TIMEOUT = 300.0

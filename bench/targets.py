@@ -3,7 +3,7 @@ Issue 4's hold per named engine (sail, spark), issue 8's for Spark's growth seri
 issue 19's for the default engine (auto: the server started without --engine)."""
 from __future__ import annotations
 
-from bench_results import (
+from .results import (
     GB,
     engine_of,
     engines_of,

@@ -17,7 +17,7 @@ zstd, pyarrow.csv, typed Arrow: exactly the server's reader), then delta-rs
 
 It runs in its own process (so its peak RSS can be sampled like the server's,
 and so delta-rs's occasional abort at interpreter exit cannot hurt the driver),
-driven over a multiprocessing pipe by scripts/bench_runner.py through `BaselineProc`.
+driven over a multiprocessing pipe by bench/runner.py through `BaselineProc`.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Baseline:
     def __init__(self):
         import pyarrow as pa  # noqa: F401
 
-        from bench_data import PARAMS, TABLES
+        from .data import PARAMS, TABLES
 
         self.params = PARAMS
         self.tables = TABLES
@@ -230,7 +230,7 @@ class BaselineFailed(Exception):
 
 
 def file_refs(specs) -> list[dict]:
-    """bench_data.FileSpec -> what the worker's commands take (path and hex key)."""
+    """data.FileSpec -> what the worker's commands take (path and hex key)."""
     return [{"path": s.path, "key": s.key} for s in specs]
 
 

@@ -1,5 +1,5 @@
 """The benchmark's profiles: the initial load and the upsert again on an embedded-Sail server with
-pyinstrument inside its handlers (scripts/bench_profile_server.py), summed into phases.
+pyinstrument inside its handlers (bench/profile_server.py), summed into phases.
 
 The Spark engine's time is in its JVM, which pyinstrument cannot see, so only Sail is profiled.
 The phases name functions of delta_destination (and of the Spark Connect client): when the package
@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import bench_data as bd
-from bench_rpc import RpcFailed, create_table, write_batch
-from testkit.server_process import ROOT, RunningServer
+from . import data as bd
+from .rpc import RpcFailed, create_table, write_batch
+from testkit.server_process import RunningServer
 
 
 def _is(fn: str, frag: str):
@@ -113,7 +113,7 @@ def run_profiles(tmp: Path, f: dict, log: Callable[[str], None]) -> dict:
     out_dir = tmp / "profiles"
     log("profiling: sail server under pyinstrument (initial load, upsert)")
     srv = RunningServer(tmp / "warehouse-profile", tmp / "server-profile.log", engine="sail", ready_timeout=300,
-                        command=[sys.executable, str(ROOT / "scripts" / "bench_profile_server.py")],
+                        command=[sys.executable, "-m", "bench.profile_server"],
                         env={"BENCH_PROFILE_DIR": str(out_dir)})
     prof = {}
     try:
