@@ -116,8 +116,8 @@ TEST_ENV := JAVA_TOOL_OPTIONS="$(TEST_JVM_OPTIONS)"
 test: install
 	$(TEST_ENV) $(PYTEST) -m 'not slow and not full'
 
-# The engine-free tests alone: tests/unit and the package's doctests (no engine, no server; ~1.5 minutes,
-# most of it the default fuzz run).
+# The engine-free tests alone: tests/unit and the package's doctests (no engine, no destination server,
+# no child process; ~1.5 minutes, most of it the default fuzz run).
 test-unit: install
 	$(PYTEST) -m 'not slow' tests/unit delta_destination
 
