@@ -15,7 +15,7 @@ SPARK_JARS := .spark-jars
 METASTORE_JARS := .metastore-jars
 HIVE_CLIENT_JARS := .hive-client-jars
 
-.PHONY: install install-python proto run test test-all test-slow test-clients airflow-venv bench bench-cluster bench-soak clean \
+.PHONY: install install-python proto run test test-unit test-all test-slow test-clients airflow-venv bench bench-cluster bench-soak clean \
 	conduit airbyte-clients \
 	cluster cluster-stop cluster-status cluster-jars
 
@@ -51,16 +51,18 @@ $(HIVE_CLIENT_JARS)/.fetched: jvm/hive-client/pom.xml
 	touch $@
 
 # A local Spark standalone cluster (master + 2 workers), a Spark Connect server on it, the S3 server
-# and a Hive metastore, in the background; connection facts in .cluster/env (see testkit/cluster.py).
+# and a Hive metastore, in the background; connection facts in .cluster/env (see the tool's package,
+# delta_destination/tools/local_cluster).
 CLUSTER_DIR ?= .cluster
+CLUSTER_TOOL := delta_destination.tools.local_cluster
 cluster: install
-	$(BIN)/python -m testkit.cluster start --state-dir $(CLUSTER_DIR)
+	$(BIN)/python -m $(CLUSTER_TOOL) start --state-dir $(CLUSTER_DIR)
 
 cluster-stop:
-	@if [ -x $(BIN)/python ]; then $(BIN)/python -m testkit.cluster stop --state-dir $(CLUSTER_DIR); else echo "no cluster (no .venv)"; fi
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m $(CLUSTER_TOOL) stop --state-dir $(CLUSTER_DIR); else echo "no cluster (no .venv)"; fi
 
 cluster-status:
-	$(BIN)/python -m testkit.cluster status --state-dir $(CLUSTER_DIR)
+	$(BIN)/python -m $(CLUSTER_TOOL) status --state-dir $(CLUSTER_DIR)
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON)"; exit 1; }
@@ -91,7 +93,9 @@ run: install
 
 # Test tiers: tests/conftest.py marks a test `full` from the fixtures it uses (the Spark engine, a server
 # or door process of its own, the crash harness, the Airflow venv, S3, a cluster); `slow` is set by hand.
-# Each tier prints its 30 slowest tests.
+# Each tier prints its 30 slowest tests. The folders say what a test needs: tests/unit (nothing but the
+# test process), tests/engines (servers, engines, S3, the cluster, door processes), tests/clients (real
+# clients: PyAirbyte, Conduit, Airflow, the PyInstaller build).
 PYTEST := $(BIN)/python -m pytest -q --durations=30
 # The full tier's pytest workers (pytest-xdist; each module stays on one worker, each worker has its
 # own shared servers and Spark JVM): its tests wait on processes and JVMs about half the time, so two
@@ -108,9 +112,14 @@ TEST_ENV := JAVA_TOOL_OPTIONS="$(TEST_JVM_OPTIONS)"
 
 # The fast tier, the edit-test loop (at most 8 minutes on a 2-core machine): every engine-free test, the
 # package's doctests, the tester inputs and the other cheap acceptance tests through one shared server on
-# embedded Sail, and one real local Spark run (tests/test_spark_smoke.py).
+# embedded Sail, and one real local Spark run (tests/engines/test_spark_smoke.py).
 test: install
 	$(TEST_ENV) $(PYTEST) -m 'not slow and not full'
+
+# The engine-free tests alone: tests/unit and the package's doctests (no engine, no destination server,
+# no child process; ~1.5 minutes, most of it the default fuzz run).
+test-unit: install
+	$(PYTEST) -m 'not slow' tests/unit delta_destination
 
 # The full matrix CI runs: the fast tier plus both engines (one shared Spark JVM), cross-engine, the
 # hostile corpus, crash tests, door processes, object storage and cluster tests.
@@ -122,8 +131,7 @@ test-slow: install airbyte-clients airflow-venv
 
 # The slow tests with real clients and builds (PyAirbyte + source-faker, Conduit, Airflow, PyInstaller):
 # the part of test-slow CI runs (the long crash, fuzz and load runs do not fit its hour with both engines).
-SLOW_CLIENT_TESTS := tests/test_airbyte_pyairbyte.py tests/test_conduit_e2e.py tests/test_build_pipeline.py \
-	tests/test_lineage_airflow_real.py
+SLOW_CLIENT_TESTS := tests/clients
 test-clients: install airbyte-clients airflow-venv
 	$(TEST_ENV) $(PYTEST) -m slow $(SLOW_CLIENT_TESTS)
 
@@ -140,11 +148,11 @@ airbyte-clients:
 	PYTHON=$(PYTHON) scripts/airbyte_client_venvs.sh
 
 bench: install
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python -m bench
 
 # The upsert at 1M and 10M rows through the local cluster and the local engine (docs/benchmarks.md).
 bench-cluster: install
-	$(BIN)/python scripts/bench.py --cluster
+	$(BIN)/python -m bench --cluster
 
 # Thousands of small batches on one long-running process per door (Fivetran server as `make run` starts
 # it, one long Airbyte write, a real Conduit pipeline): memory over time, latency, engine restarts.

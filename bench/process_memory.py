@@ -9,39 +9,9 @@ from typing import Callable
 
 import psutil
 
+from testkit.processes import tree_pss
+
 MIB = 2**20
-
-
-def role(p: psutil.Process) -> str:
-    """What a process of a destination's tree is: the Sail engine, a Spark JVM, or the door."""
-    try:
-        cmdline = " ".join(p.cmdline())
-    except psutil.Error:
-        return "gone"
-    if "sail_engine" in cmdline or " sail-engine" in cmdline:
-        return "engine"
-    if "java" in p.name():
-        return "jvm"
-    if p.name() in ("make", "sh", "bash"):
-        return "shell"
-    return "door"
-
-
-def tree_pss(root: psutil.Process) -> dict[str, int]:
-    """PSS bytes of `root` and its descendants, summed per role (processes that end are skipped)."""
-    try:
-        procs = [root] + root.children(recursive=True)
-    except psutil.Error:
-        return {}
-    out: dict[str, int] = {}
-    for p in procs:
-        try:
-            pss = p.memory_full_info().pss
-        except psutil.Error:
-            continue
-        r = role(p)
-        out[r] = out.get(r, 0) + pss
-    return out
 
 
 @dataclass

@@ -3,7 +3,7 @@
 pyproject.toml is the one source of truth for the direct runtime dependencies. Fivetran's
 build pipeline installs requirements.txt before PyInstaller, so that file pins the whole
 runtime closure (direct and transitive, no dev extras) at the versions the project's venv
-resolved. tests/test_build_pipeline.py fails when the two drift apart (a dependency added,
+resolved. tests/clients/test_build_pipeline.py fails when the two drift apart (a dependency added,
 removed or re-pinned in pyproject.toml without regenerating requirements.txt).
 """
 from __future__ import annotations

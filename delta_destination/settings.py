@@ -4,7 +4,7 @@
 default, validation and whether it is a secret. The surfaces are derived from it:
 the Fivetran setup form (doors/fivetran/setup_form.py), the Airbyte spec (doors/airbyte/config.py), the
 Conduit parameters (doors/conduit/params.py), the command-line flags of the Fivetran server and
-of `maintain` (`add_flags`), and the README's configuration table (tests/test_settings.py
+of `maintain` (`add_flags`), and the README's configuration table (tests/unit/test_settings.py
 checks it). Doors add only their own protocol settings (Airbyte's buffer size, Conduit's
 batch size) next to these.
 
@@ -355,7 +355,7 @@ def physical_memory() -> int:
 
 
 def markdown_table() -> str:
-    """The README's settings table (tests/test_settings.py keeps the README equal to it;
+    """The README's settings table (tests/unit/test_settings.py keeps the README equal to it;
     `python -m delta_destination.settings` prints it)."""
     rows = ["| key (every door) | flag | environment | default | meaning |", "|---|---|---|---|---|"]
     for f in FIELDS:

@@ -44,6 +44,7 @@ import pyarrow as pa
 
 from .errors import UnsafeName
 from .names import check_path_name
+from .processes import pid_alive
 from .storage import Entry, Storage, StorageOptions, canonical, is_url, url_scheme
 
 STAGING_DIR = "_fivetran_staging"
@@ -79,23 +80,13 @@ def _owner_of(name: str) -> Optional[tuple[str, int]]:
     return (m.group(1), int(m.group(2))) if m else None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
 def abandoned(entry: Entry, now: Optional[float] = None) -> bool:
     """Was this private file or folder left by a process that is gone? Ours: no. Another process
     on this host: when its pid is dead. Another host (or an unknown name): when it is older than a day."""
     owner = _owner_of(entry.name)
     me_host, me_pid = owner_id().split(".")
     if owner is not None and owner[0] == me_host:
-        return owner[1] != int(me_pid) and not _pid_alive(owner[1])
+        return owner[1] != int(me_pid) and not pid_alive(owner[1])
     return (now or time.time()) - entry.mtime > STALE_SECONDS
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A test-only virtualenv holding Airflow's own asset-URI normalisers, so tests/test_lineage_uris.py
+# A test-only virtualenv holding Airflow's own asset-URI normalisers, so tests/clients/test_lineage_uris_airflow.py
 # can compare our canonical URIs with Airflow's answers (run as a subprocess: Airflow never enters the
 # project's .venv). Created once into ./.airflow-venv (ignored by git) and reused while its stamp matches.
 #

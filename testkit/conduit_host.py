@@ -3,13 +3,15 @@ go-plugin does (clean environment + magic cookie + offered versions + CONDUIT_* 
 reads the handshake line, opens go-plugin's broker stream, and drives the plugin over gRPC.
 Also a schema service, as Conduit serves to its plugins, for Avro payloads.
 
-Run as a program (`python -m testkit.conduit_host --work DIR ...`) it is a host PROCESS of its
-own -- the plugin's parent -- so that a test can kill -9 the host and watch the orphan."""
+Run as a program (`python -m testkit.conduit_host --work DIR ...`, which HostProcess starts) it is
+a host PROCESS of its own -- the plugin's parent -- so that a test can kill -9 the host and watch the
+orphan."""
 from __future__ import annotations
 
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -302,6 +304,54 @@ def host_main(argv=None) -> int:
         return 0
     threading.Event().wait()     # keep the plugin running until this host is killed
     return 0
+
+
+class HostProcess:
+    """This program (host_main) as a process of its own, the plugin's parent: kill -9 it and the
+    plugin is an orphan, as after a kill -9 of Conduit."""
+
+    def __init__(self, work: Path, name: str, config: dict, first: int, count: int, keys: int,
+                 env: dict | None = None, finish: bool = False):
+        self.status_path = work / f"{name}.json"
+        self.status_path.unlink(missing_ok=True)
+        args = [sys.executable, "-m", "testkit.conduit_host", "--work", str(work), "--name", name,
+                "--config", json.dumps(config), "--first", str(first), "--count", str(count), "--keys", str(keys)]
+        for k, v in (env or {}).items():
+            args += ["--env", f"{k}={v}"]
+        if finish:
+            args.append("--finish")
+        self._log = open(work / f"{name}-host.log", "ab")
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+        self.plugin_pid = self.wait_for(lambda s: True, timeout=120)["plugin_pid"]
+
+    def status(self) -> dict:
+        try:
+            return json.loads(self.status_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def wait_for(self, predicate, timeout: float = 180.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.status()
+            if s and predicate(s):
+                return s
+            if self.proc.poll() is not None and not (s and predicate(s)):
+                raise AssertionError(f"host exited ({self.proc.returncode}) before the condition: {s}")
+            time.sleep(0.05)
+        raise AssertionError(f"timeout waiting for the host: {self.status()}")
+
+    def kill9(self) -> float:
+        """kill -9 of the host; returns the wall-clock time (s) at which it was dead."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        return time.time()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
 
 
 if __name__ == "__main__":

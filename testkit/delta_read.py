@@ -1,4 +1,5 @@
-"""Read a Delta table back independently of Spark, for tests and the benchmark.
+"""Read a Delta table back independently of Spark, for tests and the benchmark: its rows (as an
+Arrow table, sorted, or by key), its version, properties and commits.
 
 delta-rs (the `deltalake` package) reads the table through its own query engine
 (QueryBuilder), which applies deletion vectors and column mapping. We avoid
@@ -60,3 +61,24 @@ def recent_operations(path: str, n: int, storage_options: Optional[dict] = None)
 def last_operation(path: str, storage_options: Optional[dict] = None) -> str:
     """The operation of the table's newest commit."""
     return recent_operations(path, 1, storage_options)[0]
+
+
+def sorted_rows(path, key: str = "id") -> list[dict]:
+    """Every row of the table as a dict, sorted by `key` (rows whose key is NULL last)."""
+    rows = read_delta_table(str(path)).to_pylist()
+    return sorted(rows, key=lambda r: (r[key] is None, r[key]))
+
+
+def rows_by_key(path, key_columns) -> dict:
+    """Every row of the table as a dict, by the tuple of its `key_columns` values."""
+    t = read_delta_table(str(path))
+    out = {}
+    for row in t.to_pylist():
+        out[tuple(row[k] for k in key_columns)] = row
+    return out
+
+
+def commit_history(path) -> list[dict]:
+    """(version, timestamp ms, operation) of every commit, oldest first."""
+    return sorted(({"version": h["version"], "timestamp": h["timestamp"], "operation": h.get("operation")}
+                   for h in DeltaTable(str(path)).history()), key=lambda h: h["version"])

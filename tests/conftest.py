@@ -1,5 +1,15 @@
 """Shared fixtures (servers, engines) and the test tiers, which follow from the fixtures a test uses.
 
+Folders say what a test needs (a file lives where the most demanding of its tests belongs):
+- unit/: this process alone: pure functions, readers, SQL strings, settings, in-process stand-ins
+  (no engine, no destination server, no child process);
+- engines/: a destination server or an engine (embedded Sail, a Spark JVM), door processes, a real
+  S3 server, the local cluster;
+- clients/: real clients end to end: PyAirbyte, Conduit itself, Airflow, the PyInstaller build
+  (`make test-clients` runs their slow tests).
+The tiers below do not depend on the folders. Helpers shared by tests and the benchmark live in
+testkit/ (imported as `testkit.*`), none in this folder.
+
 Tiers (the Makefile picks them with -m):
 - fast (`make test`): everything that needs no engine, the package's doctests, and the tests that
   reach an engine only through the session's shared server on embedded Sail (`server`, `stub`,
@@ -74,9 +84,9 @@ def pytest_configure(config):
 # inputs, history mode, the migration inputs, and the S3 variants of the other acceptance modules) runs in
 # `make test-slow` (they took 10+ minutes of the full tier). What differs on S3 is engine-independent
 # (staging, removal, the object-store migrations: all run on Sail + S3 in the full tier) or Spark's S3
-# access itself (S3A settings, the log store, staged reads), which that input, tests/test_object_storage.py,
-# tests/test_s3_processes.py and tests/test_s3_doors.py exercise on Spark in the full tier.
-FULL_ON_SPARK_S3 = ("tests/test_tester_inputs.py::test_tester_input[spark-input.json-live-s3]",)
+# access itself (S3A settings, the log store, staged reads), which that input, tests/engines/test_object_storage.py,
+# tests/engines/test_s3_processes.py and tests/engines/test_s3_doors.py exercise on Spark in the full tier.
+FULL_ON_SPARK_S3 = ("tests/engines/test_tester_inputs.py::test_tester_input[spark-input.json-live-s3]",)
 
 
 def on_spark_and_s3(item) -> bool:
@@ -134,12 +144,13 @@ def engine(request):
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
-    """A local Spark cluster with S3 and a Hive metastore (testkit/cluster.py), started in this
+    """A local Spark cluster with S3 and a Hive metastore (delta_destination/tools/local_cluster), started in this
     process on first use and stopped at the end (test_cluster_infra's last test stops it itself)."""
     import json
     import time
 
-    from testkit.cluster import ClusterOptions, LocalCluster, PeakMemory
+    from delta_destination.tools.local_cluster import ClusterOptions, LocalCluster
+    from testkit.processes import PeakMemory
 
     began = time.monotonic()
     c = LocalCluster(tmp_path_factory.mktemp("cluster") / "state", ClusterOptions())
@@ -250,11 +261,11 @@ def door_process(shared_spark):
 
 @pytest.fixture(scope="session")
 def s3_server():
-    """One real S3 server (SeaweedFS, testkit/s3_server.py) for the session; tests use their own
+    """One real S3 server (SeaweedFS, delta_destination/tools/s3_server.py) for the session; tests use their own
     prefixes of its bucket. Its credentials are the server's own, passed explicitly (settings,
     a process's environment), never put in this process's environment."""
     from testkit.delta_read import register_storage
-    from testkit.s3_server import S3Server
+    from delta_destination.tools.s3_server import S3Server
 
     with S3Server() as s3:
         register_storage(s3.url(), s3.storage_options())   # helpers read tables under it with its keys

@@ -2,7 +2,7 @@
 
 Sources of MERGE statements are positional (`s.c<i>` = value of table column i,
 `s.u<i>` = "keep the stored value" flag, `s.op` = the row's operation), so customer
-column names never collide with ours. Unit tests: tests/test_sql.py.
+column names never collide with ours. Unit tests: tests/unit/test_sql.py.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Used by every door: Fivetran batch files (CSV text, Parquet columns), migration
 values, and the other doors' records. Failures raise `ConversionFailed` with the
 0-based index of the first bad value and a reason that never quotes the value.
 
-Rules (tests in tests/test_batch_reader.py):
+Rules (tests in tests/unit/test_batch_reader.py):
 - FLOAT/DOUBLE text is parsed with IEEE round-to-nearest, exactly like Java's
   Float/Double.parseFloat: `NaN`, `Infinity`, `-Infinity` (Java's spellings,
   which Arrow accepts as is, as well as `inf`/`nan`), and a finite value beyond

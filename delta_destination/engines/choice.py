@@ -11,7 +11,7 @@ serve it, and then on Spark, started on first need and stopped after an idle tim
 creates are Sail's: no deletion vectors, no column mapping; docs/engines.md).
 
 The rules are pure functions of the settings and of numbers the core measured, so they are
-unit-tested without an engine (tests/test_auto_engine.py); each choice carries a reason
+unit-tested without an engine (tests/engines/test_auto_engine.py); each choice carries a reason
 that the write's log line shows.
 """
 from __future__ import annotations

@@ -194,7 +194,7 @@ class SailDialect(Dialect):
 
     # Sail's MERGE hashes the whole target (all columns) as the join's build side, three times
     # over in one plan: measured 1.1 / 2.4 / 4.9 GiB peak RSS at 44 / 147 / 294 MB of target
-    # Parquet (scripts/sail_merge_memory.py, docs/sail-merge-memory.md), i.e. ~16x the
+    # Parquet (bench/sail_merge_memory.py, docs/sail-merge-memory.md), i.e. ~16x the
     # Parquet bytes over ~0.45 GiB. Rounded up: 5-17% above every measurement.
     MERGE_BASE_BYTES = 512 * 2**20
     MERGE_BYTES_PER_TARGET_BYTE = 17
@@ -273,7 +273,7 @@ class SparkDialect(Dialect):
     - New tables get deletion vectors (MERGE/UPDATE/DELETE mark rows instead of rewriting
       files) and column mapping by name (any UTF-8 column name; rename and drop column
       are metadata-only). Such tables need readers with those features: Sail 0.7.2 and
-      delta-rs read them, and Sail writes them (tests/test_cross_engine.py, docs/column-changes.md).
+      delta-rs read them, and Sail writes them (tests/engines/test_cross_engine.py, docs/column-changes.md).
     - Standard SQL where Spark has it: ALTER TABLE ADD COLUMNS, SHOW TBLPROPERTIES, and on
       tables with column mapping (the table's own `delta.columnMapping.mode`, never assumed:
       a table Sail created has none and is rewritten as before, its protocol left alone)

@@ -107,7 +107,7 @@ class EngineLease:
         which with uniform keys is the whole table, so it grows with exactly the table auto sent to
         Spark for being big (docs/benchmarks.md: the 100k upsert into 3M rows on a fresh server took
         68 s with them, 109-111 s without). Sail 0.7.2 and delta-rs read and write such tables
-        (tests/test_cross_engine.py), as they do the tables `--engine spark` creates."""
+        (tests/engines/test_cross_engine.py), as they do the tables `--engine spark` creates."""
         if not (self.choice.auto and self.session.name == SPARK):
             return None
         current = configuration()

@@ -4,7 +4,7 @@ Why a child process and not a cluster: a destination on one machine should work 
 nothing but Java installed. The JVM runs Delta Lake from the jars `make install` fetched
 with Maven (no network and no Ivy resolution at run time).
 
-Guarantees, each tested in tests/test_spark_process.py:
+Guarantees, each tested in tests/engines/test_spark_process.py:
 - The JVM listens on loopback only, on a free port.
 - It dies with this process, also on kill -9 of this process: the kernel sends it
   SIGKILL when the thread that started it ends (PR_SET_PDEATHSIG); that thread lives
@@ -38,6 +38,7 @@ from typing import Optional
 from .. import logs
 from ..errors import EngineUnavailable
 from ..frozen import is_frozen
+from ..processes import pid_alive
 from . import launcher
 
 log = logs.get(__name__)
@@ -233,16 +234,6 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
 def clean_stale_scratch(root: Path) -> int:
     """Remove scratch directories of engines whose owning process is gone."""
     removed = 0
@@ -255,7 +246,7 @@ def clean_stale_scratch(root: Path) -> int:
             owner = int(d.name[len(SCRATCH_PREFIX):].split("-")[0])
         except ValueError:
             continue
-        if owner != os.getpid() and not _pid_alive(owner):
+        if owner != os.getpid() and not pid_alive(owner):
             shutil.rmtree(d, ignore_errors=True)
             removed += 1
     return removed

@@ -1,6 +1,6 @@
 """Pure builders of the statements the engine layer issues itself: naming tables, creating
 them, their properties, metadata-only column changes and upkeep. No engine, no I/O, exact
-strings (unit tests: tests/test_sql.py). The core's own statements (MERGE, INSERT, history,
+strings (unit tests: tests/unit/test_sql.py). The core's own statements (MERGE, INSERT, history,
 migrations) are built in core/sql.py.
 """
 from __future__ import annotations

@@ -23,7 +23,7 @@ plus the provider handler of each scheme), and where we go further:
   component never splits or leaks a `#` or `?`; no trailing slash.
 
 The result is a fixed point of Airflow's normaliser (`Asset(uri=u).uri == u`), checked by
-tests/test_lineage_uris.py against Airflow's own code.
+tests/unit/test_lineage_uris.py against Airflow's own code.
 """
 from __future__ import annotations
 

@@ -1,0 +1,125 @@
+"""The one settings schema and every surface derived from it (engine-free)."""
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from delta_destination.doors.airbyte.config import parse_config as airbyte_config, spec as airbyte_spec
+from delta_destination.doors.conduit.params import parse_config as conduit_config
+from delta_destination.doors.conduit.spec import specification as conduit_spec
+from delta_destination.errors import InvalidRequest
+from delta_destination.doors.fivetran.setup_form import configuration_form
+from delta_destination.settings import (CONNECTION_FIELDS, FIELDS, PROCESS, Settings, add_flags, from_flags,
+                                        markdown_table)
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "SECRET-9f1c-not-for-logs"
+
+
+def test_every_surface_offers_the_same_keys():
+    keys = [f.key for f in CONNECTION_FIELDS]
+    form = configuration_form(Settings.create("/wh"))
+    assert [f.name for f in form.fields] == keys
+    assert list(airbyte_spec()["connectionSpecification"]["properties"])[:len(keys)] == keys
+    assert set(keys) <= set(conduit_spec().destination_params)
+    flags = argparse.ArgumentParser()
+    add_flags(flags, PROCESS)
+    offered = {a.dest for a in flags._actions}   # noqa: SLF001 - argparse has no public list of its actions
+    assert offered == {f.key for f in FIELDS if not f.secret} | {"help"}
+
+
+def test_secrets_are_marked_secret_on_every_surface_and_never_flags():
+    secrets = [f.key for f in FIELDS if f.secret]
+    assert secrets == ["s3_secret_access_key", "s3_session_token"]
+    form = {f.name: f for f in configuration_form(Settings.create("/wh")).fields}
+    props = airbyte_spec()["connectionSpecification"]["properties"]
+    for key in secrets:
+        assert form[key].WhichOneof("type") == "text_field" and form[key].text_field == 1   # Password
+        assert props[key]["airbyte_secret"] is True
+    parser = argparse.ArgumentParser()
+    add_flags(parser, PROCESS)
+    assert not any("secret" in opt or "token" in opt for a in parser._actions for opt in a.option_strings)  # noqa: SLF001
+
+
+def test_the_same_values_make_the_same_settings_through_every_door():
+    values = {"warehouse": "s3a://bucket/wh/", "engine": "spark", "s3_endpoint": "http://127.0.0.1:8333",
+              "s3_region": "eu-west-1", "s3_access_key_id": "AKIA", "s3_secret_access_key": SECRET,
+              "s3_path_style": "true", "catalog_uri": "thrift://127.0.0.1:9083"}
+    fivetran = Settings.create("/default").resolve(values)
+    airbyte = airbyte_config(values).settings
+    conduit = conduit_config(values).settings
+    assert fivetran == airbyte == conduit
+    assert fivetran.warehouse == "s3://bucket/wh"          # one spelling: s3a:// is read as s3://
+    assert fivetran.storage.secret_access_key == SECRET and fivetran.storage.path_style is True
+    assert SECRET not in repr(fivetran)
+
+
+def test_older_key_spellings_are_still_read():
+    assert airbyte_config({"warehouse_path": "/a"}).settings.warehouse == "/a"
+    assert conduit_config({"warehouse": "/a", "spark.remote": "sc://h:1"}).settings.spark_remote == "sc://h:1"
+    assert Settings.create("/x").resolve({"warehouse_path": "/b"}).warehouse == "/b"
+
+
+def test_precedence_request_over_flag_over_environment_over_default(monkeypatch):
+    parser = argparse.ArgumentParser()
+    add_flags(parser, PROCESS)
+    env = {"AWS_ENDPOINT_URL": "http://env:1", "AWS_REGION": "env-region"}
+    base = from_flags(parser.parse_args(["--s3-region", "flag-region"]), env)
+    assert base.storage.endpoint == "http://env:1" and base.storage.region == "flag-region"
+    assert base.warehouse.endswith("/warehouse")
+    request = base.resolve({"s3_region": "request-region", "warehouse": ""})   # empty = keep
+    assert request.storage.region == "request-region" and request.warehouse == base.warehouse
+
+
+@pytest.mark.parametrize("values, words", [
+    ({"engine": "duckdb"}, "engine must be one of"),
+    ({"spark_remote": "http://x"}, "sc://"),
+    ({"catalog_uri": "http://x"}, "thrift://"),
+    ({"s3_endpoint": "127.0.0.1:8333"}, "http:// or https://"),
+    ({"s3_access_key_id": "AKIA"}, "go together"),
+    ({"s3_secret_access_key": SECRET}, "go together"),
+    ({"s3_path_style": "sometimes"}, "true or false"),
+    ({"memory_budget_gb": "-1"}, "positive"),
+])
+def test_bad_values_are_refused_naming_the_key_never_the_secret(values, words):
+    with pytest.raises(InvalidRequest) as info:
+        Settings.create("/wh").resolve(values)
+    assert words in info.value.message and SECRET not in info.value.message
+
+
+def test_readme_configuration_table_is_the_schema():
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- settings:begin -->\n(.*?)\n<!-- settings:end -->", readme, re.S)
+    assert block, "README.md lacks the generated settings table (python -m delta_destination.settings)"
+    assert block.group(1) == markdown_table()
+
+
+def test_runtime_settings_are_the_same_on_every_long_running_door():
+    """How a door's process runs its engines (RUNTIME_FIELDS): server flags, an Airbyte config and a
+    Conduit connector's settings, the same keys and checks; not the per-connection Fivetran form."""
+    from delta_destination.settings import RUNTIME_FIELDS, Runtime, runtime_from_values
+
+    keys = [f.key for f in RUNTIME_FIELDS]
+    assert keys == ["spark_idle_minutes", "engine_max_memory_mb", "engine_max_requests", "metrics_port"]
+    assert not set(keys) & {f.name for f in configuration_form(Settings.create("/wh")).fields}
+    assert set(keys) <= set(airbyte_spec()["connectionSpecification"]["properties"])
+    assert set(keys) <= set(conduit_spec().destination_params)
+    parser = argparse.ArgumentParser()
+    add_flags(parser, PROCESS)
+    args = parser.parse_args(["--engine-max-memory-mb", "300", "--metrics-port", "127.0.0.1:9464"])
+    from_server = runtime_from_values({k: getattr(args, k) for k in keys}, environ={})
+    values = {"warehouse": "/wh", "engine_max_memory_mb": 300, "metrics_port": "127.0.0.1:9464"}
+    assert airbyte_config(values).runtime == from_server
+    assert conduit_config({**values, "engine_max_memory_mb": "300"}).runtime == from_server
+    assert from_server == Runtime(engine_max_memory_mb=300.0, metrics_port="127.0.0.1:9464")
+    # Unset: each door's default bound (a Conduit connector writes few tables beside Conduit).
+    unset = runtime_from_values({}, environ={})
+    assert (unset.engine_memory_bound_mb("fivetran"), unset.engine_memory_bound_mb("conduit")) == (1024, 256)
+    assert runtime_from_values({}, environ={"DELTA_DESTINATION_ENGINE_MAX_MEMORY_MB": "700"}).engine_max_memory_mb == 700
+    for bad, message in (({"metrics_port": "nine"}, "metrics_port"), ({"engine_max_memory_mb": -1}, "engine_max_memory_mb"),
+                         ({"engine_max_requests": "x"}, "engine_max_requests")):
+        with pytest.raises(InvalidRequest, match=message):
+            runtime_from_values(bad, environ={})
