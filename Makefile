@@ -15,7 +15,7 @@ SPARK_JARS := .spark-jars
 METASTORE_JARS := .metastore-jars
 HIVE_CLIENT_JARS := .hive-client-jars
 
-.PHONY: install install-python proto run test test-unit test-all test-slow test-clients airflow-venv bench bench-cluster bench-soak clean \
+.PHONY: install install-python proto run test test-unit test-all test-slow test-clients airflow-venv bench bench-cluster bench-soak bench-sync clean \
 	conduit airbyte-clients \
 	cluster cluster-stop cluster-status cluster-jars
 
@@ -158,6 +158,11 @@ bench-cluster: install
 # it, one long Airbyte write, a real Conduit pipeline): memory over time, latency, engine restarts.
 bench-soak: install conduit
 	$(BIN)/python -m bench.soak
+
+# Many tables of small batches, 4 in flight, on each deployment (default, local Spark, the local cluster with
+# its metastore) beside a floor of bare libraries (docs/benchmarks.md "Many tables, small batches").
+bench-sync: install cluster-jars
+	$(BIN)/python -m bench.sync
 
 clean:
 	rm -rf $(VENV) $(SPARK_JARS) $(METASTORE_JARS) $(HIVE_CLIENT_JARS) $(PROTO_OUT)/*_pb2*.py $(PROTO_OUT)/*_pb2*.pyi
