@@ -48,7 +48,8 @@ def test_config_defaults_and_errors(tmp_path):
     assert cfg.settings.engine == "auto" and cfg.settings.spark_remote is None
     remote = parse_config({"warehouse": "s3://bucket/wh", "spark.remote": "sc://spark:15002", "table": "t",
                            "key.fields": "a, b", "sdk.batch.size": "0", "sdk.batch.delay": "0"})
-    assert remote.settings.engine == "spark" and remote.table == "t" and remote.key_fields == ("a", "b")
+    # A remote server alone is engine auto's Apache Spark (engine spark with it: everything remote).
+    assert remote.settings.engine == "auto" and remote.table == "t" and remote.key_fields == ("a", "b")
     assert (remote.batch_size, remote.batch_delay) == (0, 0.0)
     for raw, msg in (({"warehouse": "w", "sdk.batch.size": "-1"}, ">= 0"),
                      ({"warehouse": "w", "spark.remote": "http://x"}, "Spark Connect URL"),
