@@ -229,12 +229,30 @@ class Settings:
         return from_values(given, base=self)
 
     @property
+    def spark_remote_shown(self) -> str:
+        """The Spark Connect URL as logs and messages may show it (remote_shown)."""
+        return remote_shown(self.spark_remote or "")
+
+    @property
     def engine_label(self) -> str:
         if self.engine == AUTO:
-            spark = f"the Apache Spark server at {self.spark_remote}" if self.spark_remote else "local Apache Spark"
+            spark = f"the Apache Spark server at {self.spark_remote_shown}" if self.spark_remote else "local Apache Spark"
             return f"auto (embedded Sail; {spark} when Sail cannot serve a request)"
-        where = f"remote {self.spark_remote}" if self.spark_remote else ("embedded" if self.engine == "sail" else "local")
+        where = f"remote {self.spark_remote_shown}" if self.spark_remote else ("embedded" if self.engine == "sail" else "local")
         return f"{'Sail' if self.engine == 'sail' else 'Apache Spark'} ({where})"
+
+
+def remote_shown(url: str) -> str:
+    """A Spark Connect URL without its parameters: `;token=...` is a credential, and user ids or
+    session settings are not for a log line either. Only the scheme, host and port stay.
+
+    >>> remote_shown("sc://spark.example:15002/;token=abc;user_id=u")
+    'sc://spark.example:15002'
+    >>> remote_shown("sc:///;token=abc"), remote_shown("sc://h:1")
+    ('sc://', 'sc://h:1')
+    """
+    base = url.split(";", 1)[0].split("?", 1)[0]
+    return base[:-1] if base.endswith("/") and len(base) > len("sc://") else base
 
 
 def normalise_keys(values: Mapping[str, Any]) -> dict[str, Any]:

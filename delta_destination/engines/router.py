@@ -156,7 +156,7 @@ class EngineRouter:
         base = self.choose(settings)
         out = [(f"the {'embedded Sail' if base.engine == SAIL else 'Apache Spark'} engine", base.settings(settings))]
         if settings.engine == AUTO and settings.spark_remote and base.engine == SAIL:
-            out.append((f"the Apache Spark server at {settings.spark_remote}", replace(settings, engine=SPARK)))
+            out.append((f"the Apache Spark server at {settings.spark_remote_shown}", replace(settings, engine=SPARK)))
         return out
 
     def notice(self, settings: Settings) -> Optional[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Callable, Iterator, Optional
 
 import pyarrow as pa
@@ -95,7 +95,10 @@ class EngineSession:
         in the warehouse's private staging area."""
         ship = (self.dialect.staged(self.spark, warehouse, data) if data.nbytes > LOCAL_RELATION_LIMIT
                 else as_local_relation(self.spark, data))
-        with ship as view:
+        # Shipping is often the request's first engine call: a dead engine must fail it as one
+        # (EngineUnavailable, retried by the door), not as an unexpected client exception.
+        with ExitStack() as stack:
+            view = run_engine("send the batch to the engine", lambda: stack.enter_context(ship), attempts=1)
             yield view
 
     # ---- tables by location -----------------------------------------------------------------

@@ -217,7 +217,8 @@ def test_a_merge_opened_on_sail_moves_to_spark_when_the_batch_passes_the_budget(
     got = {r["id"]: r["name"] for r in read_delta_table(path).to_pylist()}
     assert len(got) == 1010 and got[5] == "a5" and got[995] == "b995" and got[1009] == "b1009"
     assert auto_engines.local_spark_pids()
-    assert core.upkeep.catalog.session(settings, upkeep=True).name == "spark"  # upkeep goes to the same engine
+    with core.upkeep.registry.session(settings, upkeep=True) as upkeep_engine:
+        assert upkeep_engine.name == "spark"                # upkeep goes to the same engine
 
 
 def test_a_column_spark_adds_under_auto_is_written_by_sail_afterwards(tmp_path, auto_engines):

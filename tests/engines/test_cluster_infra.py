@@ -657,7 +657,7 @@ def test_the_embedded_engine_and_the_cluster_write_one_table_at_once_and_keep_ev
         for r in range(8):                                   # the cluster appends keys of its own meanwhile
             rows = pa.table({"id": pa.array([100_000 + r * 5 + i for i in range(5)], pa.int64()),
                              "label": [f"c{r}"] * 5, "n": pa.array([r] * 5, pa.int32())})
-            spark.createDataFrame(rows).write.format("delta").mode("append").save(location)
+            spark.createDataFrame(rows).write.format("delta").mode("append").save(location.replace("s3://", "s3a://"))
         writer.join(900)
         assert not errors and not writer.is_alive(), errors
         ids = set(range(120)) | {100_000 + r * 5 + i for r in range(8) for i in range(5)}

@@ -398,7 +398,7 @@ def test_keys_secrets_and_values_never_in_logs_or_errors(tmp_path, request, dedi
         # docs/reliability.md, so the malformed form that fails at once is used here.)
         remote = f"sc:///;token={token}"
         expect_fail(srv.stub.DescribeTable, pb.DescribeTableRequest(
-            schema_name=SCHEMA, table_name="sec", configuration={**config, "spark_remote": remote}))
+            schema_name=SCHEMA, table_name="sec", configuration={**config, "engine": "spark", "spark_remote": remote}))
         # setup tests with the secrets in their configuration: failures are answered, not raised
         r = srv.stub.Test(common_pb2.TestRequest(name="spark_engine", configuration={**config, "spark_remote": remote}),
                           timeout=120)
