@@ -117,6 +117,8 @@ class FivetranSoak:
         """`env`: more of the server's environment (e.g. DELTA_DESTINATION_ENGINE_MAX_MEMORY_MB)."""
         self.work, self.tables, self.rounds, self.in_flight, self.shape = work, tables, rounds, in_flight, shape
         self.server_root, self.label, self.env, self.sample_seconds = server_root, label, env or {}, sample_seconds
+        if server_root != ROOT:
+            self.env = {"PYTHONPATH": str(server_root), **self.env}
         self.latency: dict[str, list[float]] = {"WriteBatch": [], "DescribeTable": [], "CreateTable": []}
         self.failures: list[str] = []
         self.done = 0
@@ -125,9 +127,11 @@ class FivetranSoak:
     def _launcher(self, warehouse: Path):
         if self.server_root == ROOT:   # exactly what a user types
             return lambda port: ["make", "--no-print-directory", "run", f"PORT={port}", f"WAREHOUSE={warehouse}"]
-        # Another checkout's package (imported from its folder first), with this venv's libraries.
-        return lambda port: [sys.executable, "-m", "delta_destination.doors.fivetran.main", "--port", str(port),
-                             "--warehouse", str(warehouse)]
+        # Another checkout's package (first on its PYTHONPATH, see __init__), with this venv's libraries;
+        # an older layout has the doors at the package top.
+        door = ("delta_destination.doors.fivetran.main" if (self.server_root / "delta_destination" / "doors").exists()
+                else "delta_destination.fivetran.main")
+        return lambda port: [sys.executable, "-m", door, "--port", str(port), "--warehouse", str(warehouse)]
 
     def _timed(self, kind: str, call, req):
         began = time.monotonic()
@@ -244,8 +248,11 @@ def checkout(rev: str, work: Path) -> Path:
         # Generated stubs and fetched jars are not in git: the old checkout uses this one's (same
         # protocol files; the same engines installed, so that auto chooses the same way).
         for stubs in ("delta_destination/doors/fivetran/_proto", "delta_destination/doors/conduit/_proto"):
+            there = path / stubs
+            if not there.exists():       # an older layout: the doors at the package top
+                there = path / stubs.replace("doors/", "")
             for f in (ROOT / stubs).iterdir():
-                target = path / stubs / f.name
+                target = there / f.name
                 if not target.exists():
                     target.symlink_to(f)
         for jars in (".spark-jars", ".hive-client-jars", ".metastore-jars"):
