@@ -192,3 +192,29 @@ def test_two_sail_engines_writing_one_table_keep_every_commit(azure_server, sett
     finally:
         for p in pools:
             p.stop()
+
+
+def test_the_standard_variables_alone_reach_azurite(azure_server, monkeypatch):
+    """A new user's way: AZURE_STORAGE_USE_EMULATOR, AZURITE_BLOB_STORAGE_URL and the account's
+    variables in the destination's environment, no azure_* setting. The embedded engine's own
+    process (this environment) serves the warehouse."""
+    from delta_destination.engines.sail import storage_identity
+    from delta_destination.settings import from_environment, from_values
+
+    for key, value in azure_server.env().items():
+        monkeypatch.setenv(key, value)
+    import os
+
+    settings = from_values({"warehouse": azure_server.url(f"az-{uuid.uuid4().hex[:8]}/wh"), "engine": "sail",
+                            **from_environment(os.environ)})
+    assert storage_identity(settings.storage) == ""
+    pool = EnginePool()
+    try:
+        core = DeltaCore(EngineRouter(pool), door="test")
+        assert core.probe(settings) is None
+        core.tables.create(settings, "s", ORDERS)
+        core.writer.write(settings, "s", "orders", lambda t: changes(Changes(Op.UPSERT, typed(t, [order(i) for i in (1, 2)]))))
+        assert sorted(rows(azure_server, core, settings)) == [1, 2]
+        assert blobs_outside_tables(azure_server, settings, {"s/orders"}) == []
+    finally:
+        pool.stop()
