@@ -14,12 +14,24 @@ SPARK_JARS := .spark-jars
 # The local cluster's Hive metastore (server) and the Hive 4 client Spark's Hive support loads.
 METASTORE_JARS := .metastore-jars
 HIVE_CLIENT_JARS := .hive-client-jars
+# Azurite, the Azure Storage emulator the Azure tests start on loopback (npm, pinned; needs Node.js 18+).
+AZURITE_DIR := .azurite
+AZURITE_VERSION := 3.37.0
 
 .PHONY: install install-python proto run test test-unit test-all test-slow test-clients airflow-venv bench bench-cluster bench-soak bench-sync clean \
 	conduit airbyte-clients \
-	cluster cluster-stop cluster-status cluster-jars
+	cluster cluster-stop cluster-status cluster-jars azurite
 
-install: install-python $(SPARK_JARS)/.fetched cluster-jars
+install: install-python $(SPARK_JARS)/.fetched cluster-jars azurite
+
+# Azurite into .azurite/ (tests find it there: delta_destination/tools/azure_server.py).
+azurite: $(AZURITE_DIR)/.installed-$(AZURITE_VERSION)
+
+$(AZURITE_DIR)/.installed-$(AZURITE_VERSION):
+	@command -v npm >/dev/null 2>&1 || { echo "need Node.js 18+ and npm for Azurite (the Azure tests)"; exit 1; }
+	rm -rf $(AZURITE_DIR)
+	npm install --silent --no-audit --no-fund --prefix $(AZURITE_DIR) azurite@$(AZURITE_VERSION)
+	touch $@
 
 # The venv and the generated stubs: all the embedded Sail engine needs (no Java, no Maven; the Docker image).
 install-python: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
 from .errors import InvalidRequest
-from .storage import StorageOptions
+from .storage import AzureOptions, StorageOptions
 from .warehouse import normalise_root
 
 ENGINES = ("auto", "sail", "spark")
@@ -92,6 +92,22 @@ FIELDS: tuple[Field, ...] = (
     Field("s3_path_style", "S3 path-style access", "Address the bucket in the URL path (needed by most "
           "S3-compatible stores); empty: automatic (path-style for an endpoint URL, virtual-hosted on AWS).",
           kind=BOOL),
+    Field("azure_account_name", "Azure storage account", "The account of an abfss://container@account.dfs.core.windows.net "
+          "or az://container warehouse (empty: the one in the URL).", env="AZURE_STORAGE_ACCOUNT_NAME"),
+    Field("azure_account_key", "Azure account key", "The storage account's shared key. Empty (and no SAS token or "
+          "client secret): Azure's standard credential chain (managed identity, Azure CLI).", secret=True,
+          env="AZURE_STORAGE_ACCOUNT_KEY"),
+    Field("azure_sas_token", "Azure SAS token", "A shared access signature for the container.", secret=True,
+          env="AZURE_STORAGE_SAS_TOKEN"),
+    Field("azure_client_id", "Azure client ID", "A service principal's application (client) ID, with "
+          "azure_client_secret and azure_tenant_id.", env="AZURE_CLIENT_ID"),
+    Field("azure_client_secret", "Azure client secret", "The service principal's secret.", secret=True,
+          env="AZURE_CLIENT_SECRET"),
+    Field("azure_tenant_id", "Azure tenant ID", "The service principal's tenant (directory) ID.", env="AZURE_TENANT_ID"),
+    Field("azure_use_emulator", "Azure storage emulator", "Reach Azurite (its development account unless "
+          "azure_account_name is given) instead of Azure.", kind=BOOL, env="AZURE_STORAGE_USE_EMULATOR"),
+    Field("azure_emulator_url", "Azurite Blob URL", "Where Azurite's Blob service listens (default "
+          "http://127.0.0.1:10000).", env="AZURITE_BLOB_STORAGE_URL"),
     Field("catalog_uri", "Hive Metastore URI", "thrift://host:9083: register every table as an external Delta "
           "table <schema>.<table> in this metastore (Apache Spark engine). Empty: tables are paths only.",
           placeholder="thrift://metastore.internal:9083"),
@@ -201,6 +217,11 @@ class Settings:
             raise InvalidRequest("s3_endpoint must be an http:// or https:// URL")
         if bool(self.storage.access_key_id) != bool(self.storage.secret_access_key):
             raise InvalidRequest("s3_access_key_id and s3_secret_access_key go together: give both or neither")
+        azure = self.storage.azure
+        if azure.client_secret and not (azure.client_id and azure.tenant_id):
+            raise InvalidRequest("azure_client_secret needs azure_client_id and azure_tenant_id")
+        if azure.emulator_url and not azure.emulator_url.startswith(("http://", "https://")):
+            raise InvalidRequest("azure_emulator_url must be an http:// or https:// URL")
 
     @staticmethod
     def create(warehouse: str, engine: Optional[str] = None, spark_remote: Optional[str] = None,
@@ -309,6 +330,7 @@ def from_values(values: Mapping[str, Any], base: Optional[Settings] = None) -> S
         secret_access_key=v.get("s3_secret_access_key", s.secret_access_key) or "",
         session_token=v.get("s3_session_token", s.session_token) or "",
         path_style=parse_bool("s3_path_style", v["s3_path_style"]) if "s3_path_style" in v else s.path_style,
+        azure=azure_options(v, s.azure),
     )
     return replace(
         base,
@@ -318,6 +340,21 @@ def from_values(values: Mapping[str, Any], base: Optional[Settings] = None) -> S
         memory_budget_gb=float(budget) if budget is not None else base.memory_budget_gb,
         storage=storage,
         catalog_uri=v.get("catalog_uri") or base.catalog_uri,
+    )
+
+
+def azure_options(v: Mapping[str, Any], base: AzureOptions) -> AzureOptions:
+    """The azure_* settings over `base` (what a request does not give stays)."""
+    emulator = parse_bool("azure_use_emulator", v["azure_use_emulator"]) if "azure_use_emulator" in v else None
+    return AzureOptions(
+        account_name=v.get("azure_account_name", base.account_name) or "",
+        account_key=v.get("azure_account_key", base.account_key) or "",
+        sas_token=v.get("azure_sas_token", base.sas_token) or "",
+        client_id=v.get("azure_client_id", base.client_id) or "",
+        client_secret=v.get("azure_client_secret", base.client_secret) or "",
+        tenant_id=v.get("azure_tenant_id", base.tenant_id) or "",
+        use_emulator=base.use_emulator if emulator is None else emulator,
+        emulator_url=v.get("azure_emulator_url", base.emulator_url) or "",
     )
 
 

@@ -45,7 +45,7 @@ import pyarrow as pa
 from .errors import UnsafeName
 from .names import check_path_name
 from .processes import pid_alive
-from .storage import Entry, Storage, StorageOptions, canonical, is_url, url_scheme
+from .storage import Entry, Storage, StorageOptions, canonical, delta_rs_options, is_url, store_for, url_scheme
 
 STAGING_DIR = "_fivetran_staging"
 TRASH_DIR = "_fivetran_trash"
@@ -175,6 +175,14 @@ class Warehouse:
     @property
     def storage(self) -> Storage:
         return Storage(self.root, self.options)
+
+    def delta_rs_path(self, location: str) -> str:
+        """A location of this warehouse as delta-rs spells it (its store's object_store form)."""
+        return store_for(location).object_store_path(location)
+
+    def delta_rs_options(self) -> dict[str, str]:
+        """delta-rs `storage_options` of this warehouse's store."""
+        return delta_rs_options(self.root, self.options)
 
     @property
     def is_local(self) -> bool:

@@ -44,6 +44,7 @@ FULL_TIER_FIXTURES = {
     "airflow_venv": "Airflow in its own virtualenv, built by `make airflow-venv`",
     "shared_spark": "the session's Apache Spark JVM",
     "s3_server": "a real S3 server (SeaweedFS)",
+    "azure_server": "a real Azure Storage (Blob) server (Azurite)",
     "cluster": "a local Spark cluster with a Hive metastore",
     "auto_engines": "the local Apache Spark JVM engine auto starts on demand in the test process",
 }
@@ -97,7 +98,7 @@ def on_spark_and_s3(item) -> bool:
 # Rough cost of a test, from what it uses (seconds-ish units): with several pytest workers the
 # modules run costliest first, so that the last minutes are not one long module on one worker
 # while the other idles (xdist's loadfile hands out whole modules in collection order).
-COST_OF = {"cluster": 60, "auto_engines": 30, "dedicated_server": 10, "door_process": 10, "s3_server": 5,
+COST_OF = {"cluster": 60, "auto_engines": 30, "dedicated_server": 10, "door_process": 10, "s3_server": 5, "azure_server": 5,
            "shared_spark": 5, "airflow_venv": 2}
 
 
@@ -270,6 +271,19 @@ def s3_server():
     with S3Server() as s3:
         register_storage(s3.url(), s3.storage_options())   # helpers read tables under it with its keys
         yield s3
+
+
+@pytest.fixture(scope="session")
+def azure_server():
+    """One Azurite (delta_destination/tools/azure_server.py, installed by `make azurite`) for the
+    session, with a random account; tests use their own prefixes of its container. Missing Azurite
+    fails the tests (no skip)."""
+    from testkit.delta_read import register_storage
+    from delta_destination.tools.azure_server import AzureServer
+
+    with AzureServer() as az:
+        register_storage(az.url(), az.storage_options())
+        yield az
 
 
 @pytest.fixture(scope="session")

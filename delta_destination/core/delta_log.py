@@ -136,7 +136,7 @@ def open_table(warehouse: Warehouse, location: str):
 
     if warehouse.is_local:
         return DeltaTable(location)
-    return DeltaTable(location, storage_options=warehouse.options.delta_rs())
+    return DeltaTable(warehouse.delta_rs_path(location), storage_options=warehouse.delta_rs_options())
 
 
 def row_counts(info: Optional[dict]) -> Optional[tuple[int, int, int]]:

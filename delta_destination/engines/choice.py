@@ -25,7 +25,7 @@ from typing import Optional
 from ..errors import InvalidRequest
 from ..frozen import is_frozen
 from ..settings import AUTO, Settings
-from ..storage import OBJECT_STORE_SCHEMES, url_scheme
+from ..storage import store_for, url_scheme
 from .dialect import SailDialect
 
 SAIL, SPARK = "sail", "spark"
@@ -78,14 +78,16 @@ def spark_available(settings: Settings) -> bool:
 
 
 def embedded_reaches(warehouse: str) -> bool:
-    """Can the embedded engine (and the destination itself) reach the warehouse? A local path or an
-    S3 URL, yes; other URLs (a platform's own storage: dbfs:/, a Unity Catalog volume, stores not
-    supported yet) only the remote engine reaches, which then serves every request.
+    """Can the embedded engine (and the destination itself) reach the warehouse? A local path or a
+    URL of a store in the table of stores (storage/stores.py), yes; other URLs (a platform's own
+    storage: dbfs:/, a Unity Catalog volume, stores not supported yet) only the remote engine
+    reaches, which then serves every request.
     >>> embedded_reaches("/data/wh"), embedded_reaches("s3://b/wh"), embedded_reaches("dbfs:/mnt/wh")
     (True, True, False)
+    >>> embedded_reaches("abfss://c@a.dfs.core.windows.net/wh"), embedded_reaches("gs://b/wh")
+    (True, False)
     """
-    scheme = url_scheme(warehouse)
-    return scheme in ("", "file") or scheme in OBJECT_STORE_SCHEMES
+    return url_scheme(warehouse) == "file" or store_for(warehouse).embedded_reaches
 
 
 def base_choice(settings: Settings, spark_available: bool) -> EngineChoice:

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from .. import logs
 from ..errors import InvalidRequest, UnsupportedOperation
-from ..storage import StorageOptions, url_scheme
+from ..storage import StorageOptions, store_for
 from ..warehouse import Warehouse, is_url
 from .errors import run_engine
 from .shipping import staged_as_parquet, staged_in_chunks
@@ -164,6 +164,14 @@ class SailDialect(Dialect):
         session's life, and is not registered again before every statement."""
         self._registered: set[str] | None = set() if own_process else None
 
+    def engine_path(self, location: str) -> str:
+        """Sail reaches stores through object_store: each store's `object_store_path` (Azure's
+        `wasbs://` as `abfss://`).
+        >>> SailDialect().engine_path("wasbs://c@a.blob.core.windows.net/wh"), SailDialect().engine_path("/wh/t")
+        ('abfss://c@a.dfs.core.windows.net/wh', '/wh/t')
+        """
+        return store_for(location).object_store_path(location)
+
     def check_warehouse_root(self, root: str) -> None:
         """Sail 0.7.2 percent-encodes some characters of a local table location (space,
         non-ASCII, `~`, `%`, `]`) and reads `[` as a glob: the log and the data files would land
@@ -287,18 +295,16 @@ class SparkDialect(Dialect):
     name = "spark"
 
     def engine_path(self, location: str) -> str:
-        """Hadoop's S3 client is S3A: `s3://b/k` -> `s3a://b/k`.
+        """A location as Hadoop spells it (each store's `spark_path`: S3A for `s3://`).
         >>> SparkDialect().engine_path("s3://b/wh/t"), SparkDialect().engine_path("/wh/t")
         ('s3a://b/wh/t', '/wh/t')
         """
-        return "s3a://" + location[len("s3://"):] if location.startswith("s3://") else location
+        return store_for(location).spark_path(location)
 
     def storage_conf(self, root: str, options: StorageOptions) -> dict[str, str]:
-        """S3A settings for the warehouse's bucket (per bucket, so that one engine can serve
-        buckets with different credentials); empty options leave S3A to its default chain."""
-        if url_scheme(root) != "s3":
-            return {}
-        return s3a_bucket_conf(root.split("://", 1)[1].split("/", 1)[0], options)
+        """The warehouse's store's Hadoop settings (S3A's per bucket, so that one engine can serve
+        buckets with different credentials); empty options leave Hadoop to its default chain."""
+        return store_for(root).hadoop_conf(root, options)
 
     # Spark writes INT96 timestamps by default; other readers turn them into nanoseconds,
     # which overflow for dates past 2262 (Fivetran's history end is 9999-12-31).
@@ -368,32 +374,6 @@ class SparkDialect(Dialect):
         rows = spark.sql(sql).collect()
         # A missing key answers one row saying so, with the key column holding the key.
         return [r[1] for r in rows if r[0] == key and not str(r[1]).startswith("Table ")]
-
-
-def s3a_bucket_conf(bucket: str, options: StorageOptions) -> dict[str, str]:
-    """Hadoop S3A's per-bucket settings for `options`.
-    >>> conf = s3a_bucket_conf("b", StorageOptions(endpoint="http://127.0.0.1:8333", region="r"))
-    >>> conf["fs.s3a.bucket.b.endpoint"], conf["fs.s3a.bucket.b.path.style.access"]
-    ('http://127.0.0.1:8333', 'true')
-    """
-    p = f"fs.s3a.bucket.{bucket}."
-    conf = {}
-    if options.endpoint:
-        conf[p + "endpoint"] = options.endpoint
-        conf[p + "connection.ssl.enabled"] = "false" if options.allow_http else "true"
-    if options.region:
-        conf[p + "endpoint.region"] = options.region
-    if options.endpoint or options.path_style is not None:
-        conf[p + "path.style.access"] = "true" if options.effective_path_style else "false"
-    if options.has_keys:
-        conf[p + "access.key"] = options.access_key_id
-        conf[p + "secret.key"] = options.secret_access_key
-        if options.session_token:
-            conf[p + "session.token"] = options.session_token
-            conf[p + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
-        else:
-            conf[p + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-    return conf
 
 
 DIALECTS = {"sail": SailDialect, "spark": SparkDialect}

@@ -22,39 +22,25 @@ from typing import Mapping, Optional
 from .. import logs
 from ..errors import EngineUnavailable
 from ..frozen import is_frozen
-from ..storage import StorageOptions
+from ..storage import StorageOptions, stores
 from . import launcher
 from .sail_engine import ENGINE_ENV, SUB_COMMAND
 
 log = logs.get(__name__)
 
-AWS_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
-                 "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ALLOW_HTTP", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST",
-                 "AWS_PROFILE")
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 
 
-def environment_storage(environ: Mapping[str, str] = os.environ) -> StorageOptions:
-    """The storage settings this process's environment gives Sail."""
-    return StorageOptions(endpoint=environ.get("AWS_ENDPOINT_URL", ""), region=environ.get("AWS_REGION", ""),
-                          access_key_id=environ.get("AWS_ACCESS_KEY_ID", ""),
-                          secret_access_key=environ.get("AWS_SECRET_ACCESS_KEY", ""),
-                          session_token=environ.get("AWS_SESSION_TOKEN", ""))
-
-
 def served_by_environment(options: StorageOptions, environ: Mapping[str, str] = os.environ) -> bool:
-    """Does this process's own environment reach a warehouse with these settings? Yes when
-    every setting given is what the environment already says (path style follows the endpoint).
+    """Does this process's own environment reach a warehouse with these settings? Yes when, for
+    every store, each setting given is what the environment already says (storage/stores.py).
     >>> served_by_environment(StorageOptions(), {})
     True
     >>> served_by_environment(StorageOptions(endpoint="http://a:1"), {"AWS_ENDPOINT_URL": "http://b:1"})
     False
     """
-    env = environment_storage(environ)
-    given = {"endpoint": options.endpoint, "region": options.region, "access_key_id": options.access_key_id,
-             "secret_access_key": options.secret_access_key, "session_token": options.session_token}
-    return all(not v or v == getattr(env, k) for k, v in given.items()) and options.path_style is not False
+    return stores.served_by_environment(options, environ)
 
 
 def storage_identity(options: StorageOptions, environ: Mapping[str, str] = os.environ) -> str:
@@ -64,22 +50,13 @@ def storage_identity(options: StorageOptions, environ: Mapping[str, str] = os.en
 
 def sail_environment(options: StorageOptions, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """A Sail process's environment: this process's own where it serves the settings, else
-    this process's without its AWS settings, plus `options`.
+    this process's with each store's variables replaced by `options` (Sail reads object_store's
+    variables, AWS_* and AZURE_*, from its environment only).
     >>> env = sail_environment(StorageOptions(endpoint="http://s3:1"), {"AWS_REGION": "x", "HOME": "/h"})
     >>> env["AWS_ENDPOINT_URL"], env["AWS_ALLOW_HTTP"], "AWS_REGION" in env, env["HOME"]
     ('http://s3:1', 'true', False, '/h')
     """
-    if served_by_environment(options, environ):
-        env = dict(environ)
-        # object_store refuses plain HTTP unless told; an http:// endpoint (S3-compatible stores on
-        # a private network) in the environment means it is wanted.
-        if env.get("AWS_ENDPOINT_URL", "").startswith("http://"):
-            env.setdefault("AWS_ALLOW_HTTP", "true")
-    else:
-        env = {k: v for k, v in environ.items() if k not in AWS_VARIABLES}
-        env.update(options.environment())
-        if options.endpoint or options.path_style is not None:
-            env["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false" if options.effective_path_style else "true"
+    env = stores.sail_environment(options, environ)
     for key, value in ENGINE_ENV.items():
         env.setdefault(key, value)
     return env

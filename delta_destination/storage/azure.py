@@ -1,0 +1,290 @@
+"""Azure Blob Storage and ADLS Gen2: `abfss://container@account.dfs.core.windows.net/prefix`, the Blob
+form `wasbs://container@account.blob.core.windows.net/prefix`, or `az://container/prefix` with the
+account in the settings (`abfs://`, `wasb://`, `azure://` are read as `abfss://`, `wasbs://`, `az://`).
+
+Settings: the `azure_*` fields (settings.py) over the standard variables (AZURE_STORAGE_ACCOUNT_NAME,
+AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_SAS_TOKEN, AZURE_CLIENT_ID/AZURE_CLIENT_SECRET/AZURE_TENANT_ID,
+and for Azurite AZURE_STORAGE_USE_EMULATOR with AZURITE_BLOB_STORAGE_URL); empty credentials leave each
+client to Azure's own chain (managed identity, the Azure CLI). The destination's own client is pyarrow's
+AzureFileSystem (no Azure SDK needed); delta-rs and embedded Sail reach the store through object_store.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from .files import Entry, Storage
+from .store import Store
+
+# Azurite's published development account (the same in every emulator install; not a secret).
+EMULATOR_ACCOUNT = "devstoreaccount1"
+EMULATOR_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+DEFAULT_EMULATOR_URL = "http://127.0.0.1:10000"
+
+# setting attribute -> the standard variable (object_store's, read by Sail and delta-rs alike)
+VARIABLE_OF = {
+    "account_name": "AZURE_STORAGE_ACCOUNT_NAME",
+    "account_key": "AZURE_STORAGE_ACCOUNT_KEY",
+    "sas_token": "AZURE_STORAGE_SAS_TOKEN",
+    "client_id": "AZURE_CLIENT_ID",
+    "client_secret": "AZURE_CLIENT_SECRET",
+    "tenant_id": "AZURE_TENANT_ID",
+    "use_emulator": "AZURE_STORAGE_USE_EMULATOR",
+    "emulator_url": "AZURITE_BLOB_STORAGE_URL",
+}
+AZURE_VARIABLES = tuple(VARIABLE_OF.values()) + ("AZURE_STORAGE_ENDPOINT", "AZURE_ALLOW_HTTP")
+
+
+@dataclass(frozen=True)
+class AzureOptions:
+    """How to reach an Azure storage account (empty credentials: Azure's standard chain)."""
+
+    account_name: str = ""
+    account_key: str = field(default="", repr=False)
+    sas_token: str = field(default="", repr=False)
+    client_id: str = ""
+    client_secret: str = field(default="", repr=False)
+    tenant_id: str = ""
+    use_emulator: bool = False
+    emulator_url: str = ""
+
+    @property
+    def has_client_secret(self) -> bool:
+        return bool(self.client_id and self.client_secret and self.tenant_id)
+
+    @property
+    def effective_account_key(self) -> str:
+        """The emulator's published key stands in when no credential is given (as object_store does)."""
+        if self.account_key or not self.use_emulator or self.sas_token or self.has_client_secret:
+            return self.account_key
+        return EMULATOR_KEY
+
+    @property
+    def effective_emulator_url(self) -> str:
+        return (self.emulator_url or DEFAULT_EMULATOR_URL).rstrip("/")
+
+
+@dataclass(frozen=True)
+class AzureLocation:
+    account: str      # "" when the URL does not say (az://container/...)
+    container: str
+    path: str         # inside the container, no leading slash
+
+
+def parse_location(location: str) -> AzureLocation:
+    """
+    >>> parse_location("abfss://c@acct.dfs.core.windows.net/wh/t")
+    AzureLocation(account='acct', container='c', path='wh/t')
+    >>> parse_location("az://c/wh"), parse_location("abfss://c@acct.dfs.core.windows.net")
+    (AzureLocation(account='', container='c', path='wh'), AzureLocation(account='acct', container='c', path=''))
+    """
+    authority, _, path = location.split("://", 1)[1].partition("/")
+    container, at, host = authority.partition("@")
+    return AzureLocation(host.split(".", 1)[0] if at else "", container, path.strip("/"))
+
+
+def object_store_variables(options: AzureOptions) -> dict[str, str]:
+    """object_store's Azure variables for a Sail process (only what is set)."""
+    env = {}
+    for attr, variable in VARIABLE_OF.items():
+        value = getattr(options, attr)
+        if attr == "use_emulator":
+            value = "true" if value else ""
+        if value:
+            env[variable] = value
+    if options.use_emulator and not options.emulator_url:
+        env["AZURITE_BLOB_STORAGE_URL"] = DEFAULT_EMULATOR_URL
+    return env
+
+
+def delta_rs_options(options: AzureOptions) -> dict[str, str]:
+    """delta-rs `storage_options`. object_store takes the emulator's URL from the process
+    environment only, so the emulator is spelled as its account endpoint instead (Azurite
+    addresses accounts in the path).
+    >>> o = delta_rs_options(AzureOptions(use_emulator=True, emulator_url="http://127.0.0.1:9"))
+    >>> o["azure_storage_endpoint"], o["azure_storage_account_name"], o["azure_allow_http"]
+    ('http://127.0.0.1:9/devstoreaccount1', 'devstoreaccount1', 'true')
+    """
+    opts = {}
+    account = options.account_name or (EMULATOR_ACCOUNT if options.use_emulator else "")
+    if account:
+        opts["azure_storage_account_name"] = account
+    if options.effective_account_key:
+        opts["azure_storage_account_key"] = options.effective_account_key
+    if options.sas_token:
+        opts["azure_storage_sas_token"] = options.sas_token
+    if options.client_id:
+        opts["azure_client_id"] = options.client_id
+    if options.client_secret:
+        opts["azure_client_secret"] = options.client_secret
+    if options.tenant_id:
+        opts["azure_tenant_id"] = options.tenant_id
+    if options.use_emulator:
+        url = options.effective_emulator_url
+        opts["azure_storage_endpoint"] = f"{url}/{account}"
+        if url.startswith("http://"):
+            opts["azure_allow_http"] = "true"
+    return opts
+
+
+def environment_options(environ: Mapping[str, str]) -> AzureOptions:
+    values = {attr: environ.get(variable, "") for attr, variable in VARIABLE_OF.items()}
+    values["use_emulator"] = values["use_emulator"].strip().lower() in ("true", "1", "yes", "on")
+    return AzureOptions(**values)
+
+
+class AzureStorage(Storage):
+    """Blobs under one account, through pyarrow's AzureFileSystem (Blob API; Azurite serves it)."""
+
+    is_local = False
+    can_list = True
+    _filesystems: dict = {}
+
+    @property
+    def azure(self) -> AzureOptions:
+        return self.options.azure
+
+    def _account(self, location: str) -> str:
+        account = parse_location(location).account or self.azure.account_name
+        return account or (EMULATOR_ACCOUNT if self.azure.use_emulator else "")
+
+    def _fs(self, location: str):
+        from pyarrow import fs
+
+        opts, account = self.azure, self._account(location)
+        key = (account, self.options.identity())
+        filesystem = self._filesystems.get(key)
+        if filesystem is None:
+            kwargs: dict = {"account_name": account}
+            if opts.effective_account_key:
+                kwargs["account_key"] = opts.effective_account_key
+            elif opts.sas_token:
+                kwargs["sas_token"] = opts.sas_token
+            elif opts.has_client_secret:
+                kwargs.update(client_id=opts.client_id, client_secret=opts.client_secret, tenant_id=opts.tenant_id)
+            if opts.use_emulator:
+                scheme, host = opts.effective_emulator_url.split("://", 1)
+                kwargs.update(blob_storage_authority=host, dfs_storage_authority=host,
+                              blob_storage_scheme=scheme, dfs_storage_scheme=scheme)
+            filesystem = self._filesystems[key] = fs.AzureFileSystem(**kwargs)
+        return filesystem
+
+    @staticmethod
+    def _path(location: str) -> str:
+        loc = parse_location(location)
+        return f"{loc.container}/{loc.path}".rstrip("/")
+
+    def _location(self, location: str, path: str) -> str:
+        """A pyarrow path (container/...) back as a URL of the same spelling as `location`."""
+        root = location.split("://", 1)[0] + "://" + location.split("://", 1)[1].split("/", 1)[0]
+        return f"{root}/{path.split('/', 1)[1]}" if "/" in path else root
+
+    def list(self, location: str, recursive: bool = False) -> list[Entry]:
+        from pyarrow import fs
+
+        selector = fs.FileSelector(self._path(location), allow_not_found=True, recursive=recursive)
+        try:
+            infos = self._fs(location).get_file_info(selector)
+        except FileNotFoundError:
+            return []
+        out = []
+        for info in infos:
+            is_dir = info.type == fs.FileType.Directory
+            if recursive and is_dir:
+                continue
+            mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
+            out.append(Entry(self._location(location, info.path), is_dir, info.size or 0, mtime))
+        return out
+
+    def exists(self, location: str) -> bool:
+        from pyarrow import fs
+
+        return self._fs(location).get_file_info(self._path(location)).type != fs.FileType.NotFound
+
+    def read_bytes(self, location: str) -> bytes:
+        with self._fs(location).open_input_stream(self._path(location)) as f:
+            return f.read()
+
+    def write_bytes(self, location: str, data: bytes) -> None:
+        with self._fs(location).open_output_stream(self._path(location)) as f:
+            f.write(data)
+
+    def delete_file(self, location: str) -> None:
+        """One blob. pyarrow then writes an empty marker blob for a parent folder it leaves empty
+        (measured with pyarrow 26 on Azurite): that folder is removed too, marker and all
+        (`delete_dir` writes none)."""
+        from pyarrow import fs
+
+        filesystem, path = self._fs(location), self._path(location)
+        try:
+            filesystem.delete_file(path)
+        except FileNotFoundError:
+            return
+        parent = path.rsplit("/", 1)[0]
+        if "/" in parent and not any(i.type == fs.FileType.File for i in filesystem.get_file_info(
+                fs.FileSelector(parent, allow_not_found=True, recursive=True))):
+            self._delete_dir(filesystem, parent)
+
+    @staticmethod
+    def _delete_dir(filesystem, path: str) -> None:
+        try:
+            filesystem.delete_dir(path)
+        except FileNotFoundError:
+            pass
+
+    def delete_tree(self, location: str) -> None:
+        """Every blob under `location` (and the location itself when it is a blob), leaving no
+        marker blobs (pyarrow's `delete_dir` writes none; a container itself stays)."""
+        from pyarrow import fs
+
+        filesystem, path = self._fs(location), self._path(location)
+        kind = filesystem.get_file_info(path).type
+        if kind == fs.FileType.File:
+            self.delete_file(location)
+        elif "/" in path:
+            self._delete_dir(filesystem, path)
+        else:
+            filesystem.delete_dir_contents(path, missing_dir_ok=True)
+
+
+def object_store_path(location: str) -> str:
+    """object_store (Sail, delta-rs) knows no `wasbs://`: the same container and account in
+    the DFS spelling, which it reaches through the Blob API all the same.
+    >>> object_store_path("wasbs://c@acct.blob.core.windows.net/wh"), object_store_path("az://c/wh")
+    ('abfss://c@acct.dfs.core.windows.net/wh', 'az://c/wh')
+    """
+    if not location.startswith("wasbs://"):
+        return location
+    loc = parse_location(location)
+    return f"abfss://{loc.container}@{loc.account}.dfs.core.windows.net" + (f"/{loc.path}" if loc.path else "")
+
+
+class AzureStore(Store):
+    name = "azure"
+    schemes = ("abfss", "az")
+    schemes = ("abfss", "wasbs", "az")
+    # The spellings lineage's URIs use too (lineage/uris.py): TLS forms, `az` for object_store's short one.
+    aliases = {"abfs": "abfss", "wasb": "wasbs", "azure": "az"}
+    storage_class = AzureStorage
+    variables = AZURE_VARIABLES
+
+    def delta_rs_options(self, options) -> dict[str, str]:
+        return delta_rs_options(options.azure)
+
+    def object_store_path(self, location: str) -> str:
+        return object_store_path(location)
+
+    def served_by_environment(self, options, environ: Mapping[str, str]) -> bool:
+        env, given = environment_options(environ), options.azure
+        return all(not getattr(given, a) or getattr(given, a) == getattr(env, a) for a in VARIABLE_OF)
+
+    def sail_environment(self, options) -> dict[str, str]:
+        return object_store_variables(options.azure)
+
+    def identity_parts(self, options) -> tuple[str, ...]:
+        a = options.azure
+        return (a.account_name, a.account_key, a.sas_token, a.client_id, a.client_secret, a.tenant_id,
+                str(a.use_emulator), a.emulator_url)
+
+
+STORE = AzureStore()

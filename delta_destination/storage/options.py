@@ -1,0 +1,25 @@
+"""Every store's settings in one value (what `Settings.storage` and `Warehouse.options` hold).
+S3's fields stay flat on it (the name and spelling its callers have always used); each other
+store's settings are a field of their own type from the store's module."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from .azure import AzureOptions
+from .s3 import S3Options
+
+
+@dataclass(frozen=True)
+class StorageOptions(S3Options):
+    azure: AzureOptions = field(default_factory=AzureOptions)
+
+    def identity(self) -> str:
+        """A stable, non-reversible name of these options (caches key on it; never the secret).
+        >>> StorageOptions(secret_access_key="x").identity() != StorageOptions(secret_access_key="y").identity()
+        True
+        """
+        from .stores import STORES
+
+        text = "\0".join(part for store in STORES for part in store.identity_parts(self))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -1,0 +1,261 @@
+"""AWS S3 and S3-compatible stores (SeaweedFS, MinIO, Ceph, R2): `s3://bucket/prefix` (`s3a://`,
+Hadoop's spelling, means the same place; the Spark engine speaks `s3a://` itself). Its settings are
+the `s3_*` fields (settings.py) over the standard AWS_* variables; boto3 is the destination's own
+client (it lists and removes exactly the keys S3 has; pyarrow's filesystem writes directory-marker
+objects of its own when it deletes)."""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from .files import Entry, Storage
+from .store import Store
+
+# What a Sail process reads of its environment for S3 (object_store's variables and the profile).
+AWS_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
+                 "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ALLOW_HTTP", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST",
+                 "AWS_PROFILE")
+
+
+@dataclass(frozen=True)
+class S3Options:
+    """How to reach an S3 bucket (empty = each client's standard chain, AWS_* and profiles)."""
+
+    endpoint: str = ""
+    region: str = ""
+    access_key_id: str = ""
+    secret_access_key: str = field(default="", repr=False)
+    session_token: str = field(default="", repr=False)
+    path_style: Optional[bool] = None
+
+    @property
+    def has_keys(self) -> bool:
+        return bool(self.access_key_id and self.secret_access_key)
+
+    @property
+    def effective_path_style(self) -> bool:
+        """Path-style unless told otherwise wherever an endpoint is given (S3-compatible stores
+        and IP endpoints need it; AWS S3 itself takes both)."""
+        return self.path_style if self.path_style is not None else bool(self.endpoint)
+
+    @property
+    def allow_http(self) -> bool:
+        return self.endpoint.startswith("http://")
+
+
+_CLIENTS: dict[str, object] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def s3_client(options: "S3Options"):
+    """One boto3 client per configuration (thread-safe; kept for the process's life)."""
+    key = options.identity()
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            import boto3
+            from botocore.config import Config
+
+            kwargs: dict = {"config": Config(s3={"addressing_style": "path" if options.effective_path_style else "auto"},
+                                              retries={"max_attempts": 5, "mode": "standard"})}
+            if options.endpoint:
+                kwargs["endpoint_url"] = options.endpoint
+            if options.region:
+                kwargs["region_name"] = options.region
+            elif options.endpoint and not (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
+                kwargs["region_name"] = "us-east-1"   # S3-compatible stores rarely care; the SDK insists
+            if options.has_keys:
+                kwargs.update(aws_access_key_id=options.access_key_id, aws_secret_access_key=options.secret_access_key)
+                if options.session_token:
+                    kwargs["aws_session_token"] = options.session_token
+            client = boto3.session.Session().client("s3", **kwargs)
+            _CLIENTS[key] = client
+        return client
+
+
+class S3Storage(Storage):
+    is_local = False
+    can_list = True
+
+    @property
+    def client(self):
+        return s3_client(self.options)
+
+    @staticmethod
+    def _split(location: str) -> tuple[str, str]:
+        rest = location.split("://", 1)[1]
+        bucket, _, key = rest.partition("/")
+        return bucket, key
+
+    def _location(self, bucket: str, key: str) -> str:
+        return f"{self.scheme}://{bucket}/{key}".rstrip("/")
+
+    def list(self, location: str, recursive: bool = False) -> list[Entry]:
+        bucket, key = self._split(location)
+        prefix = key.rstrip("/") + "/" if key else ""
+        kwargs = {"Bucket": bucket, "Prefix": prefix}
+        if not recursive:
+            kwargs["Delimiter"] = "/"
+        out = []
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(**kwargs):
+                for cp in page.get("CommonPrefixes", ()):
+                    out.append(Entry(self._location(bucket, cp["Prefix"]), True, 0, 0.0))
+                for obj in page.get("Contents", ()):
+                    if obj["Key"] == prefix:   # a directory marker some tools write
+                        continue
+                    out.append(Entry(self._location(bucket, obj["Key"]), False, obj.get("Size", 0),
+                                     obj["LastModified"].timestamp()))
+        except self.client.exceptions.NoSuchBucket:
+            return []
+        return out
+
+    def exists(self, location: str) -> bool:
+        bucket, key = self._split(location)
+        page = self.client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+        return any(o["Key"] == key or o["Key"].startswith(key.rstrip("/") + "/") for o in page.get("Contents", ()))
+
+    def read_bytes(self, location: str) -> bytes:
+        bucket, key = self._split(location)
+        try:
+            return self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except self.client.exceptions.NoSuchKey as exc:
+            raise FileNotFoundError(location) from exc
+
+    def write_bytes(self, location: str, data: bytes) -> None:
+        bucket, key = self._split(location)
+        self.client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    def delete_file(self, location: str) -> None:
+        bucket, key = self._split(location)
+        self.client.delete_object(Bucket=bucket, Key=key)
+
+    def delete_tree(self, location: str) -> None:
+        """Every object under `location`, then every folder entry on the way to them, deepest
+        first. Stores with real folders (SeaweedFS's filer) keep an emptied folder and list it
+        as a common prefix; Delta on Spark then finds `<table>/_delta_log` and takes a dropped
+        table for an existing one. Deleting a folder key is a no-op on AWS S3."""
+        bucket, key = self._split(location)
+        prefix = key.rstrip("/") + "/" if key else ""
+        keys: list[str] = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys.extend(o["Key"] for o in page.get("Contents", ()))
+        folders = {prefix} if prefix else set()
+        for k in keys:
+            parts = k[len(prefix):].split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                folders.add(prefix + "/".join(parts[:i]) + "/")
+        objects = [k for k in keys if k not in folders]
+        if key:
+            objects.append(key.rstrip("/"))   # the location itself, when it is an object
+        self._delete_keys(bucket, objects)
+        self._delete_keys(bucket, sorted(folders, key=lambda f: (-f.count("/"), f)))
+
+    def _delete_keys(self, bucket: str, keys: list[str]) -> None:
+        for i in range(0, len(keys), 1000):
+            self.client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]],
+                                                              "Quiet": True})
+
+
+def object_store_variables(options: S3Options) -> dict[str, str]:
+    """object_store's AWS settings (only what is set: the rest is its standard chain), as
+    delta-rs `storage_options` and as a Sail process's environment alike.
+    >>> object_store_variables(S3Options(endpoint="http://127.0.0.1:1", region="r"))["AWS_ALLOW_HTTP"]
+    'true'
+    """
+    opts = {}
+    if options.endpoint:
+        opts["AWS_ENDPOINT_URL"] = options.endpoint
+    if options.region:
+        opts["AWS_REGION"] = options.region
+    if options.has_keys:
+        opts["AWS_ACCESS_KEY_ID"] = options.access_key_id
+        opts["AWS_SECRET_ACCESS_KEY"] = options.secret_access_key
+    if options.session_token:
+        opts["AWS_SESSION_TOKEN"] = options.session_token
+    if options.allow_http:
+        opts["AWS_ALLOW_HTTP"] = "true"
+    if options.endpoint or options.path_style is not None:
+        opts["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false" if options.effective_path_style else "true"
+    return opts
+
+
+def environment_options(environ: Mapping[str, str]) -> S3Options:
+    """The S3 settings an environment gives."""
+    return S3Options(endpoint=environ.get("AWS_ENDPOINT_URL", ""), region=environ.get("AWS_REGION", ""),
+                     access_key_id=environ.get("AWS_ACCESS_KEY_ID", ""),
+                     secret_access_key=environ.get("AWS_SECRET_ACCESS_KEY", ""),
+                     session_token=environ.get("AWS_SESSION_TOKEN", ""))
+
+
+def s3a_bucket_conf(bucket: str, options: S3Options) -> dict[str, str]:
+    """Hadoop S3A's per-bucket settings for `options`.
+    >>> conf = s3a_bucket_conf("b", S3Options(endpoint="http://127.0.0.1:8333", region="r"))
+    >>> conf["fs.s3a.bucket.b.endpoint"], conf["fs.s3a.bucket.b.path.style.access"]
+    ('http://127.0.0.1:8333', 'true')
+    """
+    p = f"fs.s3a.bucket.{bucket}."
+    conf = {}
+    if options.endpoint:
+        conf[p + "endpoint"] = options.endpoint
+        conf[p + "connection.ssl.enabled"] = "false" if options.allow_http else "true"
+    if options.region:
+        conf[p + "endpoint.region"] = options.region
+    if options.endpoint or options.path_style is not None:
+        conf[p + "path.style.access"] = "true" if options.effective_path_style else "false"
+    if options.has_keys:
+        conf[p + "access.key"] = options.access_key_id
+        conf[p + "secret.key"] = options.secret_access_key
+        if options.session_token:
+            conf[p + "session.token"] = options.session_token
+            conf[p + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        else:
+            conf[p + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+    return conf
+
+
+class S3Store(Store):
+    name = "s3"
+    schemes = ("s3",)
+    aliases = {"s3a": "s3", "s3n": "s3"}
+    storage_class = S3Storage
+    variables = AWS_VARIABLES
+
+    def delta_rs_options(self, options: S3Options) -> dict[str, str]:
+        return object_store_variables(options)
+
+    def served_by_environment(self, options: S3Options, environ: Mapping[str, str]) -> bool:
+        """Yes when every setting given is what the environment already says (path style follows
+        the endpoint)."""
+        env = environment_options(environ)
+        given = {"endpoint": options.endpoint, "region": options.region, "access_key_id": options.access_key_id,
+                 "secret_access_key": options.secret_access_key, "session_token": options.session_token}
+        return all(not v or v == getattr(env, k) for k, v in given.items()) and options.path_style is not False
+
+    def environment_defaults(self, environ: Mapping[str, str]) -> dict[str, str]:
+        # object_store refuses plain HTTP unless told; an http:// endpoint (S3-compatible stores on
+        # a private network) in the environment means it is wanted.
+        if environ.get("AWS_ENDPOINT_URL", "").startswith("http://") and "AWS_ALLOW_HTTP" not in environ:
+            return {"AWS_ALLOW_HTTP": "true"}
+        return {}
+
+    def sail_environment(self, options: S3Options) -> dict[str, str]:
+        return object_store_variables(options)
+
+    def identity_parts(self, options: S3Options) -> tuple[str, ...]:
+        return (options.endpoint, options.region, options.access_key_id, options.secret_access_key,
+                options.session_token, str(options.path_style))
+
+    def hadoop_conf(self, root: str, options: S3Options) -> dict[str, str]:
+        """S3A settings for the warehouse's bucket (per bucket, so that one engine can serve
+        buckets with different credentials); empty options leave S3A to its default chain."""
+        return s3a_bucket_conf(root.split("://", 1)[1].split("/", 1)[0], options)
+
+    def spark_path(self, location: str) -> str:
+        """Hadoop's S3 client is S3A: `s3://b/k` -> `s3a://b/k`."""
+        return "s3a://" + location[len("s3://"):]
+
+
+STORE = S3Store()

@@ -1,0 +1,70 @@
+"""The one table of stores: which module serves a warehouse URL's scheme. Adding a store is a
+module beside this one (a `Store` and its `Storage`, its settings in settings.py) and one entry
+in STORES."""
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from . import azure, local, s3
+from .files import url_scheme
+from .store import UNLISTED, Store
+
+STORES: tuple[Store, ...] = (local.STORE, s3.STORE, azure.STORE)
+
+BY_SCHEME: dict[str, Store] = {
+    scheme: store for store in STORES for scheme in (*store.schemes, *store.aliases)
+}
+# Object stores the destination lists itself and embedded Sail reaches (engines/choice.py).
+OBJECT_STORE_SCHEMES = tuple(s for store in STORES for s in store.schemes if s)
+SCHEME_ALIASES = {alias: canon for store in STORES for alias, canon in store.aliases.items()}
+
+
+def store_for(location: str) -> Store:
+    """The store of a location (a local path's is the local disk's; an unknown URL's: unlisted)."""
+    return BY_SCHEME.get(url_scheme(location), UNLISTED)
+
+
+def canonical(path: str) -> str:
+    """One spelling per place: `s3a://b/k/` -> `s3://b/k`, `file:///x` and `file://localhost/x`
+    -> `/x`, `~/x` -> absolute. A `file://` URL naming another host is not a local path: it
+    stays a URL.
+    >>> canonical("s3a://bucket/wh/"), canonical("file:///tmp/wh"), canonical("file://localhost/tmp/wh")
+    ('s3://bucket/wh', '/tmp/wh', '/tmp/wh')
+    >>> canonical("FILE://LocalHost/tmp/wh/"), canonical("file://nas/share/wh/")
+    ('/tmp/wh', 'file://nas/share/wh')
+    """
+    scheme = url_scheme(path)
+    if scheme == "file":
+        authority, slash, rest = path.split("://", 1)[1].partition("/")
+        if authority.lower() in ("", "localhost"):
+            path = slash + rest
+            scheme = ""
+    if not scheme:
+        return os.path.abspath(os.path.expanduser(path))
+    return store_for(path).canonical(path)
+
+
+def delta_rs_options(location: str, options) -> dict[str, str]:
+    """delta-rs `storage_options` for a location with these settings."""
+    return store_for(location).delta_rs_options(options)
+
+
+def served_by_environment(options, environ: Mapping[str, str]) -> bool:
+    """Does a process with this environment reach every store with these settings?"""
+    return all(store.served_by_environment(options, environ) for store in STORES)
+
+
+def sail_environment(options, environ: Mapping[str, str]) -> dict[str, str]:
+    """A Sail process's environment: per store, this process's own variables where they serve
+    the settings, else those variables replaced by the settings."""
+    env = dict(environ)
+    for store in STORES:
+        if store.served_by_environment(options, environ):
+            for key, value in store.environment_defaults(environ).items():
+                env.setdefault(key, value)
+        else:
+            for key in store.variables:
+                env.pop(key, None)
+            env.update(store.sail_environment(options))
+    return env

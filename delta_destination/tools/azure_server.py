@@ -1,0 +1,201 @@
+"""A real Azure Storage (Blob) server on loopback for the tests and manual runs: Azurite from npm
+(`make azurite` installs the pinned version into .azurite/; Node.js 18+).
+
+What a start guarantees (checked by tests/engines/test_azure_storage.py):
+- It listens on 127.0.0.1 only, on a port picked free at start, with its data in a temporary
+  directory private to this user, removed by `stop()`.
+- Its account is random per start (name and key, given in Azurite's AZURITE_ACCOUNTS variable, never on
+  its command line), so a test can look for the key in logs and errors.
+- The container exists before `start()` returns.
+- The server dies with the thread that started it (delta_destination/engines/launcher.py).
+
+Azurite serves the Blob API, not ADLS Gen2's DFS endpoint: every client here reaches it through
+Blob (object_store's emulator mode for Sail and delta-rs, pyarrow's AzureFileSystem for the
+destination's own files and the tests' listings).
+"""
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+from delta_destination.engines import launcher
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONTAINER = "warehouse"
+
+
+class AzureServerError(RuntimeError):
+    """Azurite is missing, did not start, or did not answer in time."""
+
+
+def azurite_binary() -> Path:
+    """Azurite's Blob server as `make azurite` installs it (or $AZURITE_BLOB_BINARY)."""
+    path = Path(os.environ.get("AZURITE_BLOB_BINARY") or ROOT / ".azurite" / "node_modules" / ".bin" / "azurite-blob")
+    if not path.exists():
+        raise AzureServerError(f"Azurite is not installed at {path}: run `make azurite` (needs Node.js and npm)")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AzureServer:
+    """Azurite's Blob service with one account and container, on loopback.
+
+    with AzureServer() as az:
+        az.url("wh")      -> "abfss://warehouse@<account>.dfs.core.windows.net/wh"
+        az.settings()     -> the destination's azure_* settings
+        az.list_keys("wh/")
+    """
+
+    def __init__(self, container: str = DEFAULT_CONTAINER, *, startup_timeout: float = 60.0, stop_grace: float = 3.0):
+        self.container = container
+        self.startup_timeout = startup_timeout
+        self.stop_grace = stop_grace
+        self.account = ""
+        self.account_key = ""
+        self.endpoint_url = ""
+        self.data_dir: Optional[Path] = None
+        self.started_in: Optional[float] = None
+        self._proc: Optional[subprocess.Popen] = None
+        self._fs = None
+
+    def start(self) -> "AzureServer":
+        if self._proc is not None:
+            raise AzureServerError("already started")
+        binary = azurite_binary()
+        self.data_dir = Path(tempfile.mkdtemp(prefix="azurite-"))
+        os.chmod(self.data_dir, 0o700)
+        self.account = "acct" + secrets.token_hex(6)
+        self.account_key = base64.b64encode(secrets.token_bytes(64)).decode("ascii")
+        port = free_port()
+        self.endpoint_url = f"http://127.0.0.1:{port}"
+        cmd = [str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(self.data_dir / "db"),
+               "--loose", "--skipApiVersionCheck", "--disableProductStyleUrl", "--disableTelemetry"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "AZURITE_"))}
+        env["AZURITE_ACCOUNTS"] = f"{self.account}:{self.account_key}"
+        started = time.monotonic()
+        with open(self.data_dir / "azurite.log", "ab") as log:
+            self._proc = subprocess.Popen(launcher.command(cmd), cwd=self.data_dir, env=env, stdin=subprocess.DEVNULL,
+                                          stdout=log, stderr=subprocess.STDOUT, process_group=0)
+        try:
+            self._wait_ready(started)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in = time.monotonic() - started
+        return self
+
+    def _wait_ready(self, started: float) -> None:
+        deadline = started + self.startup_timeout
+        last: Optional[BaseException] = None
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise AzureServerError(f"azurite exited with code {self._proc.returncode}: {self.log_tail()}")
+            try:
+                self.filesystem().create_dir(self.container)
+                return
+            except OSError as exc:
+                last = exc
+                time.sleep(0.1)
+        raise AzureServerError(f"Azurite did not create its container within {self.startup_timeout:.0f}s "
+                               f"({type(last).__name__}): {self.log_tail()}")
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(self.stop_grace)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = None
+        self._fs = None
+
+    def __enter__(self) -> "AzureServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    # ---- what clients need --------------------------------------------------------------
+
+    def url(self, prefix: str = "", container: Optional[str] = None) -> str:
+        return f"abfss://{container or self.container}@{self.account}.dfs.core.windows.net/{prefix.lstrip('/')}"
+
+    def env(self) -> dict[str, str]:
+        """object_store's standard variables for the emulator (Sail, delta-rs; the destination's settings)."""
+        return {"AZURE_STORAGE_USE_EMULATOR": "true", "AZURITE_BLOB_STORAGE_URL": self.endpoint_url,
+                "AZURE_STORAGE_ACCOUNT_NAME": self.account, "AZURE_STORAGE_ACCOUNT_KEY": self.account_key}
+
+    def settings(self) -> dict[str, str]:
+        """The destination's azure_* settings for this server."""
+        return {"azure_use_emulator": "true", "azure_emulator_url": self.endpoint_url,
+                "azure_account_name": self.account, "azure_account_key": self.account_key}
+
+    def storage_options(self) -> dict[str, str]:
+        """delta-rs `storage_options` (object_store reads the emulator's URL from the environment
+        only, so it is given as the account's endpoint)."""
+        return {"azure_storage_account_name": self.account, "azure_storage_account_key": self.account_key,
+                "azure_storage_endpoint": f"{self.endpoint_url}/{self.account}", "azure_allow_http": "true"}
+
+    def filesystem(self):
+        if self._fs is None:
+            from pyarrow import fs
+
+            host = self.endpoint_url.split("://", 1)[1]
+            self._fs = fs.AzureFileSystem(account_name=self.account, account_key=self.account_key,
+                                          blob_storage_authority=host, dfs_storage_authority=host,
+                                          blob_storage_scheme="http", dfs_storage_scheme="http")
+        return self._fs
+
+    def list_keys(self, prefix: str = "", container: Optional[str] = None) -> list[str]:
+        """Every blob name under `prefix` in the container (sorted)."""
+        from pyarrow import fs
+
+        base = f"{container or self.container}/{prefix}".rstrip("/")
+        infos = self.filesystem().get_file_info(fs.FileSelector(base, allow_not_found=True, recursive=True))
+        skip = len(container or self.container) + 1
+        return sorted(i.path[skip:] for i in infos if i.type == fs.FileType.File)
+
+    def log_tail(self, chars: int = 1500) -> str:
+        try:
+            return (self.data_dir / "azurite.log").read_text(errors="replace")[-chars:]
+        except (OSError, TypeError):
+            return ""
+
+
+def main() -> int:
+    """Serve Azurite until interrupted, printing the variables a client needs."""
+    with AzureServer() as az:
+        for key, value in az.env().items():
+            print(f"{key}={value}")
+        print(f"# warehouse: {az.url('wh')}", flush=True)
+        try:
+            while az.alive():
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""The table of stores (delta_destination/storage): which store serves a URL, and each store's
+conversions of its settings for delta-rs, an embedded Sail process and Spark. Pure functions: no server."""
+from __future__ import annotations
+
+import pytest
+
+from delta_destination.errors import InvalidRequest
+from delta_destination.settings import Settings, from_environment, from_values
+from delta_destination.storage import (AzureOptions, AzureStorage, LocalStorage, S3Storage, Storage, StorageOptions,
+                                       UnlistedStorage, canonical, delta_rs_options, sail_environment,
+                                       served_by_environment, store_for)
+from delta_destination.storage.azure import EMULATOR_KEY
+
+ABFSS = "abfss://cont@acct.dfs.core.windows.net/wh"
+
+
+@pytest.mark.parametrize("root,store,kind", [
+    ("/data/wh", "local", LocalStorage), ("s3://b/wh", "s3", S3Storage), ("s3a://b/wh", "s3", S3Storage),
+    (ABFSS, "azure", AzureStorage), ("az://cont/wh", "azure", AzureStorage),
+    ("wasbs://cont@acct.blob.core.windows.net/wh", "azure", AzureStorage), ("gs://b/wh", "unlisted", UnlistedStorage),
+    ("dbfs:/mnt/wh", "unlisted", UnlistedStorage),
+])
+def test_one_table_chooses_the_store_by_scheme(root, store, kind):
+    assert store_for(canonical(root)).name == store
+    assert type(Storage(root)) is kind
+
+
+def test_azure_spellings_are_canonical_and_object_store_reads_the_blob_form_as_dfs():
+    assert canonical("ABFS://cont@acct.dfs.core.windows.net/wh/") == ABFSS
+    assert canonical("wasb://cont@acct.blob.core.windows.net/wh") == "wasbs://cont@acct.blob.core.windows.net/wh"
+    assert store_for(ABFSS).object_store_path("wasbs://cont@acct.blob.core.windows.net/wh") == ABFSS
+
+
+def test_settings_take_the_standard_azure_variables_and_keep_secrets_out_of_repr():
+    env = {"AZURE_STORAGE_ACCOUNT_NAME": "acct", "AZURE_STORAGE_ACCOUNT_KEY": "k3y", "AZURE_STORAGE_SAS_TOKEN": "s4s",
+           "AZURE_CLIENT_ID": "cid", "AZURE_CLIENT_SECRET": "cs3cret", "AZURE_TENANT_ID": "tid",
+           "AZURE_STORAGE_USE_EMULATOR": "true", "AZURITE_BLOB_STORAGE_URL": "http://127.0.0.1:9"}
+    s = from_values({"warehouse": ABFSS, **from_environment(env)})
+    assert s.storage.azure == AzureOptions("acct", "k3y", "s4s", "cid", "cs3cret", "tid", True, "http://127.0.0.1:9")
+    assert not any(secret in repr(s) for secret in ("k3y", "s4s", "cs3cret"))
+    # the same environment serves these settings: the embedded engine's own process is used
+    assert served_by_environment(s.storage, env)
+
+
+def test_a_client_secret_needs_its_client_and_tenant():
+    with pytest.raises(InvalidRequest, match="azure_client_secret"):
+        Settings.create(ABFSS, azure_client_secret="x")
+
+
+def test_delta_rs_reaches_the_emulator_through_its_account_endpoint():
+    opts = delta_rs_options(ABFSS, StorageOptions(azure=AzureOptions(use_emulator=True, emulator_url="http://h:1")))
+    assert opts == {"azure_storage_account_name": "devstoreaccount1", "azure_storage_account_key": EMULATOR_KEY,
+                    "azure_storage_endpoint": "http://h:1/devstoreaccount1", "azure_allow_http": "true"}
+    sas = delta_rs_options(ABFSS, StorageOptions(azure=AzureOptions(account_name="a", sas_token="sv=1&sig=x")))
+    assert sas == {"azure_storage_account_name": "a", "azure_storage_sas_token": "sv=1&sig=x"}
+    assert delta_rs_options("s3://b/wh", StorageOptions(azure=AzureOptions(account_name="a"))) == {}
+
+
+def test_a_sail_process_gets_the_settings_its_environment_lacks_per_store():
+    """Azure settings the environment does not give replace its AZURE_* variables; its S3 variables stay."""
+    environ = {"AWS_REGION": "eu", "AZURE_STORAGE_ACCOUNT_NAME": "other", "AZURE_CLIENT_ID": "x", "HOME": "/h"}
+    options = StorageOptions(azure=AzureOptions(account_name="acct", account_key="k"))
+    assert not served_by_environment(options, environ)
+    env = sail_environment(options, environ)
+    assert env["AZURE_STORAGE_ACCOUNT_NAME"] == "acct" and env["AZURE_STORAGE_ACCOUNT_KEY"] == "k"
+    assert "AZURE_CLIENT_ID" not in env and env["AWS_REGION"] == "eu" and env["HOME"] == "/h"
+
+
+def test_settings_of_another_store_make_another_identity():
+    a = StorageOptions(azure=AzureOptions(account_key="x"))
+    b = StorageOptions(azure=AzureOptions(account_key="y"))
+    assert a.identity() != b.identity() and StorageOptions().identity() == StorageOptions().identity()
+
+
+def test_spark_gets_s3a_and_no_hadoop_settings_for_stores_without_them():
+    s3 = store_for("s3://b/wh")
+    assert s3.spark_path("s3://b/wh/t") == "s3a://b/wh/t"
+    assert s3.hadoop_conf("s3://b/wh", StorageOptions(region="r")) == {"fs.s3a.bucket.b.endpoint.region": "r"}
+    assert store_for("/wh").hadoop_conf("/wh", StorageOptions(region="r")) == {}
