@@ -1,7 +1,8 @@
 """The bare baseline: the same batch files applied with no gRPC and no Spark.
 
-Each file goes through `delta_destination.doors.fivetran.batch_files.read_batch_file` (stream-decrypt,
-zstd, pyarrow.csv, typed Arrow: exactly the server's reader), then delta-rs
+Each file is read with the bare libraries (`cryptography` and `zstandard` as bench/floor.py does,
+`pyarrow.csv` on its own threads with the table's types, `pyarrow.compute` for unmodified markers:
+nothing of the destination's reader, whose cost shows as a step of the server's profile), then delta-rs
 (`deltalake`) writes or merges into a separate Delta table:
 
 | workload        | delta-rs call                                                                  |
@@ -43,24 +44,50 @@ class Baseline:
 
     # ---- reading --------------------------------------------------------------------------
     def _read(self, table_name: str, files: list, allow_unmodified: bool = False):
-        """All files of one request -> (values Table, unmodified Table or None)."""
+        """All files of one request -> (values Table, unmodified Table or None), with the bare
+        libraries (floor.plaintext: cryptography + zstandard; pyarrow.csv on its own threads;
+        pyarrow.compute for the unmodified markers): nothing of the destination's own reader, whose
+        cost is a step of the server's profile instead of hiding on both sides of the ratio."""
         import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.csv as pv
 
-        from delta_destination.doors.fivetran.batch_files import read_batch_file
+        from delta_destination.core.types import arrow_type
 
-        schema = self.tables[table_name]
+        from .floor import plaintext
+
+        types = {c.name: arrow_type(c) for c in self.tables[table_name].columns}
+        # BINARY cells are base64 text in Fivetran's CSV: read as text, decoded by the standard library.
+        binary = {c for c, t in types.items() if pa.types.is_binary(t)}
+        text_types = {c: (pa.string() if c in binary else t) for c, t in types.items()}
+
+        def decoded(table: pa.Table) -> pa.Table:
+            import base64
+
+            for c in binary & set(table.column_names):
+                col = pa.array([None if v is None else base64.b64decode(v) for v in table.column(c).to_pylist()],
+                               pa.binary())
+                table = table.set_column(table.column_names.index(c), c, col)
+            return table
+        parse = pv.ParseOptions(newlines_in_values=True)
         vals, unmods = [], []
         for f in files:
-            d = read_batch_file(f["path"], bytes.fromhex(f["key"]), self.params, schema, allow_unmodified=allow_unmodified)
-            vals.append(d.values)
-            if allow_unmodified:
-                if d.unmodified is None:
-                    d_unmod = pa.table({c: pa.array([False] * d.num_rows) for c in d.values.column_names})
-                else:
-                    d_unmod = d.unmodified
-                unmods.append(d_unmod)
-        values = pa.concat_tables(vals)
-        return values, (pa.concat_tables(unmods) if allow_unmodified else None)
+            data = pa.py_buffer(plaintext(f["path"], bytes.fromhex(f["key"])))
+            if not allow_unmodified:
+                vals.append(decoded(pv.read_csv(data, parse_options=parse, convert_options=pv.ConvertOptions(
+                    column_types=text_types, null_values=[self.params.null_string], strings_can_be_null=True))))
+                continue
+            # Update files: every column read as text, the marker found, then the table's types.
+            raw = pv.read_csv(data, parse_options=parse, convert_options=pv.ConvertOptions(
+                column_types={c: pa.string() for c in types}, null_values=[self.params.null_string],
+                strings_can_be_null=True))
+            marked = {c: pc.fill_null(pc.equal(raw.column(c), self.params.unmodified_string), False)
+                      for c in raw.column_names}
+            vals.append(decoded(pa.table({c: pc.if_else(marked[c], pa.scalar(None, pa.string()), raw.column(c))
+                                          .cast(text_types[c]) for c in raw.column_names})))
+            unmods.append(pa.table(marked))
+        values = pa.concat_tables(vals, promote_options="default")
+        return values, (pa.concat_tables(unmods, promote_options="default") if allow_unmodified else None)
 
     def _arrow_schema(self, table_name: str):
         import pyarrow as pa
