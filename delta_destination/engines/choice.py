@@ -73,8 +73,10 @@ def spark_installed() -> bool:
 
 
 def spark_available(settings: Settings) -> bool:
-    """Has auto an Apache Spark engine: the spark_remote server, or a local one it can start?"""
-    return bool(settings.spark_remote) or spark_installed()
+    """Has auto an Apache Spark engine: the spark_remote server, or a local one it can start and
+    that reaches the warehouse (a store not wired for the local engine keeps auto on Sail, whose
+    memory guard then refuses what it cannot hold instead of failing on Spark)."""
+    return bool(settings.spark_remote) or (spark_installed() and store_for(settings.warehouse).local_spark_wired)
 
 
 def embedded_reaches(warehouse: str) -> bool:

@@ -16,8 +16,8 @@ from dataclasses import replace
 from typing import Callable, Iterator, Optional
 
 from .. import logs, metrics
-from ..errors import EngineUnavailable, InvalidRequest
-from ..storage import url_scheme
+from ..errors import EngineUnavailable, InvalidRequest, UnsupportedOperation
+from ..storage import store_for, url_scheme
 from ..settings import AUTO, Settings
 from .choice import base_choice, spark_available
 from .dialect import dialect_for
@@ -150,6 +150,11 @@ class EnginePool:
         the lock) when there is none or it died."""
         from .spark_process import LocalSparkServer, SparkProcessOptions
 
+        store = store_for(settings.warehouse)
+        if not store.local_spark_wired:
+            raise UnsupportedOperation(f"the local Apache Spark engine is not wired for {store.name} warehouses yet: "
+                                       "use the embedded engine (engine auto or sail) or a spark_remote server that "
+                                       "reaches the warehouse")
         catalog = settings.catalog_uri or None
         while True:
             with self._lock:

@@ -10,8 +10,9 @@ AzureFileSystem (no Azure SDK needed); delta-rs and embedded Sail reach the stor
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional, TypeVar
 
 from .files import Entry, Storage
 from .store import Store
@@ -133,6 +134,38 @@ def environment_options(environ: Mapping[str, str]) -> AzureOptions:
     return AzureOptions(**values)
 
 
+# Connection-level failures the Azure client does not retry itself: a server closing an idle
+# keep-alive connection just as a request reuses it (met with Azurite under load; Azure's own
+# front ends close idle connections too). Only idempotent calls are repeated.
+T = TypeVar("T")
+TRANSIENT_MARKERS = ("Connection was closed by the server", "Connection reset", "Broken pipe", "timed out")
+ATTEMPTS = 4
+
+
+def retried(call: Callable[[], T]) -> T:
+    """`call()`, again after a short pause when it fails on a dropped connection.
+
+    >>> calls = []
+    >>> def flaky():
+    ...     calls.append(1)
+    ...     if len(calls) < 3:
+    ...         raise OSError("Azure Error: [] Connection was closed by the server while trying to read a response")
+    ...     return "ok"
+    >>> retried(flaky), len(calls)
+    ('ok', 3)
+    """
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return call()
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            if attempt == ATTEMPTS or not any(m in str(exc) for m in TRANSIENT_MARKERS):
+                raise
+            time.sleep(0.05 * 2 ** attempt)
+    raise AssertionError("unreachable")
+
+
 class AzureStorage(Storage):
     """Blobs under one account, through pyarrow's AzureFileSystem (Blob API; Azurite serves it)."""
 
@@ -184,7 +217,7 @@ class AzureStorage(Storage):
 
         selector = fs.FileSelector(self._path(location), allow_not_found=True, recursive=recursive)
         try:
-            infos = self._fs(location).get_file_info(selector)
+            infos = retried(lambda: self._fs(location).get_file_info(selector))
         except FileNotFoundError:
             return []
         out = []
@@ -199,15 +232,19 @@ class AzureStorage(Storage):
     def exists(self, location: str) -> bool:
         from pyarrow import fs
 
-        return self._fs(location).get_file_info(self._path(location)).type != fs.FileType.NotFound
+        return retried(lambda: self._fs(location).get_file_info(self._path(location)).type) != fs.FileType.NotFound
 
     def read_bytes(self, location: str) -> bytes:
-        with self._fs(location).open_input_stream(self._path(location)) as f:
-            return f.read()
+        def read() -> bytes:
+            with self._fs(location).open_input_stream(self._path(location)) as f:
+                return f.read()
+        return retried(read)
 
     def write_bytes(self, location: str, data: bytes) -> None:
-        with self._fs(location).open_output_stream(self._path(location)) as f:
-            f.write(data)
+        def write() -> None:   # a whole blob: writing it again is the same
+            with self._fs(location).open_output_stream(self._path(location)) as f:
+                f.write(data)
+        retried(write)
 
     def delete_file(self, location: str) -> None:
         """One blob. pyarrow then writes an empty marker blob for a parent folder it leaves empty
@@ -261,12 +298,12 @@ def object_store_path(location: str) -> str:
 
 class AzureStore(Store):
     name = "azure"
-    schemes = ("abfss", "az")
     schemes = ("abfss", "wasbs", "az")
     # The spellings lineage's URIs use too (lineage/uris.py): TLS forms, `az` for object_store's short one.
     aliases = {"abfs": "abfss", "wasb": "wasbs", "azure": "az"}
     storage_class = AzureStorage
     variables = AZURE_VARIABLES
+    local_spark_wired = False               # no hadoop-azure on the local engine yet (docs/object-storage.md)
 
     def delta_rs_options(self, options) -> dict[str, str]:
         return delta_rs_options(options.azure)

@@ -22,6 +22,7 @@ class Store:
     storage_class: type[Storage] = Storage  # its client for the destination's own files
     variables: tuple[str, ...] = ()         # the environment variables its clients read
     embedded_reaches = True                 # can embedded Sail write tables there?
+    local_spark_wired = True                # has the local Spark engine its connector and settings?
 
     def canonical(self, location: str) -> str:
         """One spelling per place (no trailing slash, the canonical scheme)."""

@@ -218,3 +218,21 @@ def test_the_standard_variables_alone_reach_azurite(azure_server, monkeypatch):
         assert blobs_outside_tables(azure_server, settings, {"s/orders"}) == []
     finally:
         pool.stop()
+
+
+def test_the_local_spark_engine_is_refused_on_azure_with_a_clear_error_and_nothing_written(azure_server, core, settings):
+    """The local Apache Spark engine has no Azure connector yet: engine spark is refused before a
+    JVM starts (no 'No FileSystem for scheme' from deep inside Hadoop), the container keeps nothing,
+    and auto keeps its MERGEs on the embedded engine (its memory guard says what it cannot hold)."""
+    from dataclasses import replace
+
+    from delta_destination.engines.choice import spark_available
+    from delta_destination.errors import UnsupportedOperation
+
+    spark = replace(settings, engine="spark")
+    with pytest.raises(UnsupportedOperation) as info:
+        core.tables.create(spark, "s", ORDERS)
+    assert "not wired for azure" in str(info.value) and azure_server.account_key not in str(info.value)
+    assert azure_server.list_keys(prefix_of(settings)) == []
+    assert not spark_available(replace(settings, engine="auto"))
+    assert spark_available(replace(settings, engine="auto", spark_remote="sc://h:15002"))
