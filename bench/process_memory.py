@@ -51,7 +51,10 @@ class MemorySampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):
-            self.sample()
+            try:
+                self.sample()
+            except Exception:  # noqa: BLE001 - one failed sample (a progress file mid-write, a process
+                continue       # that just ended) must not end the series: the Conduit soak lost all of them
 
     def stop(self) -> list[Sample]:
         self._stop.set()
