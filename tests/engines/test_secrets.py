@@ -85,11 +85,18 @@ def _decoded_views(data: bytes):
 
 
 class Watcher(Poller):
-    """Polls directory trees and the server's open files while a request runs."""
+    """Polls directory trees and the server's open files while a request runs.
+
+    Two threads: quick looks (the server's open files and its private `quick_roots`, every 50 ms)
+    and walks of the shared `roots` (/tmp, the checkout), which take seconds when other test
+    sessions fill /tmp. A slow walk used to hold up the quick looks too, so a batch could end
+    after one look (CI, 2026-11-28); the quick looks are what `polls` counts."""
 
     def __init__(self, roots: dict[str, Path], marker: bytes, server_pid: int, table_dirs: list[Path],
-                 staging: Path | None = None):
+                 staging: Path | None = None, quick_roots: tuple[str, ...] = ("TMPDIR", "warehouse")):
         self.roots = {k: Path(v) for k, v in roots.items()}
+        self.quick = {k: v for k, v in self.roots.items() if k in quick_roots}
+        self.slow = {k: v for k, v in self.roots.items() if k not in quick_roots}
         self.marker = marker
         self.pid = server_pid
         self.table_dirs = [Path(t) for t in table_dirs]
@@ -101,9 +108,11 @@ class Watcher(Poller):
         self.table_files: set[str] = set()    # relative paths seen inside table dirs
         self.written: set[str] = set()        # paths the server had open for writing
         self.staging_seen = False
-        self.polls = 0
+        self.polls = 0                        # quick looks
+        self.walks = 0                        # walks of the shared roots
         self.scanned_files = 0
         self.scanned_bytes = 0
+        self._walker = _Walker(self) if self.slow else None
         super().__init__(0.05)
 
     def _walk(self, root: Path):
@@ -140,9 +149,8 @@ class Watcher(Poller):
                 return t
         return None
 
-    def _scan(self):
-        self.polls += 1
-        for name, root in self.roots.items():
+    def _scan(self, roots: dict[str, Path]):
+        for name, root in roots.items():
             for p in self._walk(root):
                 try:
                     st = os.lstat(p)
@@ -173,6 +181,8 @@ class Watcher(Poller):
                 self.scanned_bytes += len(data)
                 if any(self.marker in view for view in _decoded_views(data)):
                     self.hits.append(p)
+
+    def _open_files(self):
         try:
             for q in process_tree(self.pid):
                 for of in q.open_files():
@@ -182,11 +192,36 @@ class Watcher(Poller):
             pass
 
     def poll(self):
-        self._scan()
+        self.polls += 1
+        self._open_files()
+        self._scan(self.quick)
+
+    def walk(self):
+        self.walks += 1
+        self._scan(self.slow)
+
+    def __enter__(self):
+        if self._walker is not None:
+            self._walker.__enter__()
+        return super().__enter__()
 
     def __exit__(self, *exc):
         super().__exit__(*exc)
-        self._scan()  # a last look at the final state
+        if self._walker is not None:
+            self._walker.__exit__(*exc)
+        self._open_files()
+        self._scan(self.roots)  # a last look at the final state
+
+
+class _Walker(Poller):
+    """The Watcher's second thread: walks the shared roots, as often as a walk allows."""
+
+    def __init__(self, watcher: Watcher):
+        self.watcher = watcher
+        super().__init__(0.05)
+
+    def poll(self):
+        self.watcher.walk()
 
 
 def _server(start, base: Path, engine: str | None = None, own_jvm: bool = False, **env) -> RunningServer:
@@ -236,6 +271,7 @@ def test_no_plaintext_outside_the_table_during_a_large_batch(tmp_path, request, 
         rows = read_delta_table(str(table_dir))
         assert rows.num_rows == 250_000
         assert w.polls >= 3, "the watcher should have looked several times during the batch"
+        assert w.walks >= 1, "the watcher should have walked /tmp and the checkout during the batch"
         assert not w.hits, f"decrypted batch data found outside the table: {w.hits}"
         # nothing new at all in the server's private TMPDIR or elsewhere in the warehouse
         assert not w.new_outside["TMPDIR"], w.new_outside["TMPDIR"]
@@ -249,7 +285,7 @@ def test_no_plaintext_outside_the_table_during_a_large_batch(tmp_path, request, 
         log = srv.log_text()
         assert marker not in log
         request.config.cache.set("reliability/secrets_plaintext", {
-            "rows": rows.num_rows, "polls": w.polls, "files_scanned": w.scanned_files,
+            "rows": rows.num_rows, "polls": w.polls, "walks": w.walks, "files_scanned": w.scanned_files,
             "bytes_scanned": w.scanned_bytes, "table_files": len(w.table_files),
             "new_files_outside": {k: len(v) for k, v in w.new_outside.items()}})
     finally:
