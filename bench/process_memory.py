@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
 import psutil
 
@@ -28,12 +28,16 @@ class Sample:
 @dataclass
 class MemorySampler:
     """Samples `root`'s tree every `period` seconds on a thread of its own; `progress()` says how
-    far the run is at each sample."""
+    far the run is at each sample. `find`, when given, names the root again once it has ended: Conduit
+    starts a connector process for the plugin's specifications and ends it before it starts the one
+    that runs the pipeline, so the first pid found was a process that no longer existed at the first
+    sample (the Conduit soaks of 2026-11-28 finished with no sample at all)."""
 
     root: psutil.Process
     progress: Callable[[], int]
     period: float = 5.0
     samples: list[Sample] = field(default_factory=list)
+    find: Optional[Callable[[], psutil.Process]] = None
 
     def __post_init__(self):
         self._stop = threading.Event()
@@ -44,8 +48,13 @@ class MemorySampler:
         self._thread.start()
         return self
 
+    def _current_root(self) -> psutil.Process:
+        if self.find is not None and not self.root.is_running():
+            self.root = self.find()
+        return self.root
+
     def sample(self) -> Sample:
-        s = Sample(round(time.monotonic() - self._began, 1), self.progress(), tree_pss(self.root))
+        s = Sample(round(time.monotonic() - self._began, 1), self.progress(), tree_pss(self._current_root()))
         self.samples.append(s)
         return s
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from testkit.conduit_pipeline import Conduit, conduit_binary, replay_oracle
-from testkit.delta_read import read_delta_table
+from testkit.delta_read import delta_version, read_delta_table
 from testkit.server_process import ROOT, free_port
 
 from .process_memory import MemorySampler
@@ -161,7 +161,7 @@ def conduit_soak(work: Path, records: int, batch: int, rate: int = 5000) -> dict
     began = time.monotonic()
     try:
         connector = psutil.Process(c.connector_pid())
-        sampler = MemorySampler(connector, c.acked).start()
+        sampler = MemorySampler(connector, c.acked, find=lambda: psutil.Process(c.connector_pid())).start()
         deadline = time.monotonic() + 4 * 3600
         while c.acked() < records:
             assert c.proc.poll() is None and time.monotonic() < deadline, c.log()[-4000:]
@@ -177,7 +177,8 @@ def conduit_soak(work: Path, records: int, batch: int, rate: int = 5000) -> dict
     problems = []
     if set(got) != set(want) or any(got[k]["name"] != v["name"] for k, v in want.items()):
         problems.append(f"events: {len(got)} rows, {len(want)} expected, or values differ")
-    commits = records // batch
+    # The generator's rate, not `batch`, decides how many records a commit holds (~5 at its rate here).
+    commits = delta_version(str(work / "wh" / "conduit" / "events"))
     return {"door": "conduit", "label": "generator pipeline", "records": records, "batch": batch, "commits": commits,
             "seconds": round(seconds, 1), "exit_code": code, "records_per_s": round(records / seconds),
             "memory": memory_summary(sampler, records // 10), "engine_restarts": restarts(metrics),
