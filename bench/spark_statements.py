@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.spark_statements                       # the local Spark engine, as --engine spark
     .venv/bin/python -m bench.spark_statements --remote sc://h:15002 # a Spark Connect server
     .venv/bin/python -m bench.spark_statements --conf spark.sql.codegen.wholeStage=false ...
+    .venv/bin/python -m bench.spark_statements --engine auto         # the default engine (Sail here)
 
 The core runs in this process against the engine (warmed up by one round first); for each kind of
 request (CreateTable, DescribeTable, WriteBatch of `rows` changes into a table of `table_rows`) it
@@ -69,6 +70,7 @@ def rows(n: int, start: int, tag: str) -> pa.Table:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--engine", default="spark", help="spark (default), sail or auto")
     ap.add_argument("--remote", default=None, help="a Spark Connect URL (default: the local engine)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--requests", type=int, default=8)
@@ -85,7 +87,7 @@ def main(argv=None) -> int:
 
     pool = EnginePool()
     core = DeltaCore(EngineRouter(pool), door="bench")
-    settings = Settings.create(args.warehouse or tempfile.mkdtemp(prefix="spark-statements-"), engine="spark",
+    settings = Settings.create(args.warehouse or tempfile.mkdtemp(prefix="spark-statements-"), engine=args.engine,
                                spark_remote=args.remote)
     schema = lambda name: TableSchema(name, (Column("id", DataType.LONG, primary_key=True),  # noqa: E731
                                              Column("name", DataType.STRING), Column("qty", DataType.INT),

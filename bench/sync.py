@@ -29,7 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import grpc
 
@@ -64,14 +64,15 @@ def make_run(*make_vars: str):
     return lambda wh, port: ["make", "--no-print-directory", "run", f"PORT={port}", f"WAREHOUSE={wh}", *make_vars]
 
 
-def deployments(names: list[str], work: Path, stack) -> list[Deployment]:
-    out = []
+def deployments(names: list[str], work: Path, stack) -> Iterator[Deployment]:
+    """One at a time: the local cluster starts only once the runs before it are over (it started first
+    and its JVMs' start-up shared the machine with the default deployment's run, 2026-11-28)."""
     local = lambda w: str(w / "warehouse")  # noqa: E731
     if "default" in names:
-        out.append(Deployment("default", make_run(), local, {}, describe="make run (engine auto)"))
+        yield Deployment("default", make_run(), local, {}, describe="make run (engine auto)")
     if "spark" in names:
-        out.append(Deployment("spark", make_run("ENGINE=spark"), local, {}, warm_up=True,
-                              describe="make run ENGINE=spark (the local JVM, warmed up by one request)"))
+        yield Deployment("spark", make_run("ENGINE=spark"), local, {}, warm_up=True,
+                         describe="make run ENGINE=spark (the local JVM, warmed up by one request)")
     if any(n.startswith("cluster") for n in names):
         cluster = stack.enter_context(local_cluster(work))
         env = cluster.env()
@@ -88,10 +89,9 @@ def deployments(names: list[str], work: Path, stack) -> list[Deployment]:
             def warehouse(w, name=name, env=env):
                 return f"{env['WAREHOUSE']}/{name}-{w.name}"
 
-            out.append(Deployment(name, launcher, warehouse, s3.env(), s3.storage_options(), warm_up=True,
-                                  describe=f"the local cluster and its metastore, warehouse on its S3, "
-                                           f"{'engine spark (everything on the cluster)' if engine else 'engine auto'}"))
-    return out
+            yield Deployment(name, launcher, warehouse, s3.env(), s3.storage_options(), warm_up=True,
+                             describe=f"the local cluster and its metastore, warehouse on its S3, "
+                                      f"{'engine spark (everything on the cluster)' if engine else 'engine auto'}")
 
 
 class local_cluster:
