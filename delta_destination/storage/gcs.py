@@ -164,6 +164,23 @@ def environment_options(environ: Mapping[str, str]) -> GcsOptions:
     return GcsOptions(**{attr: environ.get(variable, "") for attr, variable in VARIABLE_OF.items()})
 
 
+# The GCS connector's classes, and its sizes in bytes: Hadoop 3.5's core-default.xml (pyspark's
+# hadoop-client-api) names its own gs:// file system (hadoop-gcp, not shipped) and gives these sizes
+# with unit suffixes ("64m"), which the connector reads as plain numbers (NumberFormatException).
+CONNECTOR_CONF = {
+    "fs.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem",
+    "fs.AbstractFileSystem.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFS",
+    "fs.gs.block.size": str(64 << 20),
+    "fs.gs.rewrite.max.chunk.size": str(512 << 20),
+    "fs.gs.outputstream.buffer.size": str(8 << 20),
+    "fs.gs.inputstream.inplace.seek.limit": str(8 << 20),
+    "fs.gs.inputstream.min.range.request.size": str(2 << 20),
+    # Parquet's vectored reads call Hadoop 3.4's VectoredReadUtils.validateRangeRequest(FileRange),
+    # gone in Hadoop 3.5, through the connector (NoSuchMethodError on every Parquet read): plain reads.
+    "parquet.hadoop.vectored.io.enabled": "false",
+}
+
+
 def hadoop_conf(options: GcsOptions) -> dict[str, str]:
     """Hadoop settings of the GCS connector (3.x) for these options; empty options leave it to
     its default chain (application default credentials, then the metadata server).
@@ -173,8 +190,7 @@ def hadoop_conf(options: GcsOptions) -> dict[str, str]:
     >>> hadoop_conf(GcsOptions(credentials_file="/k.json"))["fs.gs.auth.service.account.json.keyfile"]
     '/k.json'
     """
-    conf = {"fs.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem",
-            "fs.AbstractFileSystem.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFS"}
+    conf = dict(CONNECTOR_CONF)
     endpoint = options.effective_endpoint
     if endpoint:
         conf["fs.gs.storage.root.url"] = endpoint
@@ -300,9 +316,13 @@ class GcsStorage(Storage):
         out: list[Entry] = []
         folders: set[str] = set()
         for info in infos:
-            if info.type != fs.FileType.File or not info.path.startswith(base + "/"):
+            if not info.path.startswith(base + "/"):
                 continue
             rest = info.path[len(base) + 1:]
+            if info.type != fs.FileType.File:   # a folder marker object (`name/`, the GCS connector's)
+                if not recursive:
+                    folders.add(rest.split("/", 1)[0])
+                continue
             if not recursive and "/" in rest:
                 folders.add(rest.split("/", 1)[0])
                 continue
@@ -333,11 +353,23 @@ class GcsStorage(Storage):
             pass
 
     def delete_tree(self, location: str) -> None:
-        """Every object under `location` (and the location itself when it is an object), one by
-        one (pyarrow's delete_dir looks for a folder marker object the emulators do not keep)."""
+        """Every object under `location` (and the location itself when it is an object), then the
+        folder marker objects the GCS connector writes (`_delta_log/`): pyarrow's delete_dir removes
+        what is left under the prefix and answers NotFound when the prefix has no marker of its own."""
         for entry in self.list(location, recursive=True):
             self.delete_file(entry.location)
         self.delete_file(location)
+        from pyarrow import fs
+
+        filesystem, path = self._fs(), self._path(location)
+        if "/" not in path:
+            return
+        left = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True, recursive=True))
+        if left or filesystem.get_file_info(path).type == fs.FileType.Directory:
+            try:
+                filesystem.delete_dir(path)
+            except FileNotFoundError:
+                pass
 
 
 class GcsStore(Store):
