@@ -152,3 +152,16 @@ def test_the_embedded_engine_refuses_gcs_and_auto_sends_it_to_spark():
     assert not embedded_reaches(GS) and "XML API" in store_for(GS).embedded_refusal
     choice = base_choice(Settings.create(GS), True)
     assert choice.engine == "spark" and choice.code == "warehouse_unreachable"
+
+
+def test_engine_sail_on_gcs_is_refused_before_any_process_starts():
+    from delta_destination.engines.pool import EnginePool
+    from delta_destination.errors import UnsupportedOperation
+
+    pool = EnginePool()
+    try:
+        with pytest.raises(UnsupportedOperation, match="does not serve Google Cloud Storage"):
+            pool._sail_supervisor(Settings.create(GS, engine="sail"))   # noqa: SLF001
+        assert pool.sail_pids() == []
+    finally:
+        pool.stop()
