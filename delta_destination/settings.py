@@ -110,8 +110,9 @@ FIELDS: tuple[Field, ...] = (
           "http://127.0.0.1:10000).", env="AZURITE_BLOB_STORAGE_URL"),
     Field("gcs_service_account_key", "GCS service account key", "The JSON key of a Google service account for a "
           "gs://bucket/prefix warehouse (for an emulator it may carry gcs_base_url and disable_oauth, as object_store "
-          "reads it). Empty: gcs_credentials_file, else Google's default chain (gcloud's application default "
-          "credentials, the metadata server).", secret=True, env="GOOGLE_SERVICE_ACCOUNT_KEY"),
+          "reads it). The Apache Spark engine's GCS connector takes keys from files only (gcs_credentials_file): it "
+          "refuses a key with a private key. Empty: gcs_credentials_file, else Google's default chain (gcloud's "
+          "application default credentials, the metadata server).", secret=True, env="GOOGLE_SERVICE_ACCOUNT_KEY"),
     Field("gcs_credentials_file", "GCS credentials file", "The path of a service account key file, as "
           "GOOGLE_APPLICATION_CREDENTIALS names it (readable by the destination and, for a remote Spark server, "
           "at the same path there).", env="GOOGLE_APPLICATION_CREDENTIALS"),

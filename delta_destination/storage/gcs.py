@@ -189,6 +189,8 @@ def hadoop_conf(options: GcsOptions) -> dict[str, str]:
     ('http://127.0.0.1:9', 'UNAUTHENTICATED')
     >>> hadoop_conf(GcsOptions(credentials_file="/k.json"))["fs.gs.auth.service.account.json.keyfile"]
     '/k.json'
+
+    A key JSON with a private key is refused (the connector 3.x reads keys from files only).
     """
     conf = dict(CONNECTOR_CONF)
     endpoint = options.effective_endpoint
@@ -200,11 +202,14 @@ def hadoop_conf(options: GcsOptions) -> dict[str, str]:
     if options.anonymous:
         conf["fs.gs.auth.type"] = "UNAUTHENTICATED"
     elif options.has_private_key:
-        # The key's parts, never a file: the connector's service account settings.
-        conf["fs.gs.auth.type"] = "SERVICE_ACCOUNT_JSON_KEYFILE"
-        conf["fs.gs.auth.service.account.email"] = str(key["client_email"])
-        conf["fs.gs.auth.service.account.private.key.id"] = str(key.get("private_key_id", ""))
-        conf["fs.gs.auth.service.account.private.key"] = str(key["private_key"])
+        # The connector 3.x takes a service account only as a key file (fs.gs.auth.service.account.json.
+        # keyfile; its 2.x settings for the key's parts are gone), and the key is never written to a file.
+        from ..errors import UnsupportedOperation
+
+        raise UnsupportedOperation(
+            "the Apache Spark engine's GCS connector takes a service account key as a file only: give its path "
+            "in gcs_credentials_file (GOOGLE_APPLICATION_CREDENTIALS) instead of gcs_service_account_key, or "
+            "leave both empty for Google's default chain")
     elif options.credentials_file:
         conf["fs.gs.auth.type"] = "SERVICE_ACCOUNT_JSON_KEYFILE"
         conf["fs.gs.auth.service.account.json.keyfile"] = options.credentials_file
