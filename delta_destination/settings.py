@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
 from .errors import InvalidRequest
-from .storage import AzureOptions, StorageOptions
+from .storage import AzureOptions, GcsOptions, StorageOptions
 from .warehouse import normalise_root
 
 ENGINES = ("auto", "sail", "spark")
@@ -108,6 +108,17 @@ FIELDS: tuple[Field, ...] = (
           "azure_account_name is given) instead of Azure.", kind=BOOL, env="AZURE_STORAGE_USE_EMULATOR"),
     Field("azure_emulator_url", "Azurite Blob URL", "Where Azurite's Blob service listens (default "
           "http://127.0.0.1:10000).", env="AZURITE_BLOB_STORAGE_URL"),
+    Field("gcs_service_account_key", "GCS service account key", "The JSON key of a Google service account for a "
+          "gs://bucket/prefix warehouse (for an emulator it may carry gcs_base_url and disable_oauth, as object_store "
+          "reads it). The Apache Spark engine's GCS connector takes keys from files only (gcs_credentials_file): it "
+          "refuses a key with a private key. Empty: gcs_credentials_file, else Google's default chain (gcloud's "
+          "application default credentials, the metadata server).", secret=True, env="GOOGLE_SERVICE_ACCOUNT_KEY"),
+    Field("gcs_credentials_file", "GCS credentials file", "The path of a service account key file, as "
+          "GOOGLE_APPLICATION_CREDENTIALS names it (readable by the destination and, for a remote Spark server, "
+          "at the same path there).", env="GOOGLE_APPLICATION_CREDENTIALS"),
+    Field("gcs_endpoint", "GCS endpoint URL", "A GCS emulator or private endpoint, e.g. http://127.0.0.1:4443 "
+          "(without credentials: no OAuth, as Google's clients treat STORAGE_EMULATOR_HOST). Empty: Google Cloud "
+          "Storage.", env="STORAGE_EMULATOR_HOST"),
     Field("catalog_uri", "Hive Metastore URI", "thrift://host:9083: register every table as an external Delta "
           "table <schema>.<table> in this metastore (Apache Spark engine). Empty: tables are paths only.",
           placeholder="thrift://metastore.internal:9083"),
@@ -222,6 +233,13 @@ class Settings:
             raise InvalidRequest("azure_client_secret needs azure_client_id and azure_tenant_id")
         if azure.emulator_url and not azure.emulator_url.startswith(("http://", "https://")):
             raise InvalidRequest("azure_emulator_url must be an http:// or https:// URL")
+        gcs = self.storage.gcs
+        try:
+            gcs.key
+        except ValueError as exc:   # gcs.InvalidKey: names the setting, never the key
+            raise InvalidRequest(str(exc)) from None
+        if gcs.endpoint and "://" in gcs.endpoint and not gcs.endpoint.startswith(("http://", "https://")):
+            raise InvalidRequest("gcs_endpoint must be an http:// or https:// URL (or host:port)")
 
     @staticmethod
     def create(warehouse: str, engine: Optional[str] = None, spark_remote: Optional[str] = None,
@@ -331,6 +349,7 @@ def from_values(values: Mapping[str, Any], base: Optional[Settings] = None) -> S
         session_token=v.get("s3_session_token", s.session_token) or "",
         path_style=parse_bool("s3_path_style", v["s3_path_style"]) if "s3_path_style" in v else s.path_style,
         azure=azure_options(v, s.azure),
+        gcs=gcs_options(v, s.gcs),
     )
     return replace(
         base,
@@ -355,6 +374,15 @@ def azure_options(v: Mapping[str, Any], base: AzureOptions) -> AzureOptions:
         tenant_id=v.get("azure_tenant_id", base.tenant_id) or "",
         use_emulator=base.use_emulator if emulator is None else emulator,
         emulator_url=v.get("azure_emulator_url", base.emulator_url) or "",
+    )
+
+
+def gcs_options(v: Mapping[str, Any], base: GcsOptions) -> GcsOptions:
+    """The gcs_* settings over `base` (what a request does not give stays)."""
+    return GcsOptions(
+        service_account_key=v.get("gcs_service_account_key", base.service_account_key) or "",
+        credentials_file=v.get("gcs_credentials_file", base.credentials_file) or "",
+        endpoint=v.get("gcs_endpoint", base.endpoint) or "",
     )
 
 

@@ -45,6 +45,7 @@ FULL_TIER_FIXTURES = {
     "shared_spark": "the session's Apache Spark JVM",
     "s3_server": "a real S3 server (SeaweedFS)",
     "azure_server": "a real Azure Storage (Blob) server (Azurite)",
+    "gcs_server": "a Google Cloud Storage API server (fake-gcs-server)",
     "cluster": "a local Spark cluster with a Hive metastore",
     "auto_engines": "the local Apache Spark JVM engine auto starts on demand in the test process",
 }
@@ -98,7 +99,7 @@ def on_spark_and_s3(item) -> bool:
 # Rough cost of a test, from what it uses (seconds-ish units): with several pytest workers the
 # modules run costliest first, so that the last minutes are not one long module on one worker
 # while the other idles (xdist's loadfile hands out whole modules in collection order).
-COST_OF = {"cluster": 60, "auto_engines": 30, "dedicated_server": 10, "door_process": 10, "s3_server": 5, "azure_server": 5,
+COST_OF = {"cluster": 60, "auto_engines": 30, "dedicated_server": 10, "door_process": 10, "s3_server": 5, "azure_server": 5, "gcs_server": 5,
            "shared_spark": 5, "airflow_venv": 2}
 
 
@@ -284,6 +285,18 @@ def azure_server():
     with AzureServer() as az:
         register_storage(az.url(), az.storage_options())
         yield az
+
+
+@pytest.fixture(scope="session")
+def gcs_server():
+    """One fake-gcs-server (delta_destination/tools/gcs_server.py, from the dev extra's wheel) for the
+    session; tests use their own prefixes of its bucket. Missing, it fails the tests (no skip)."""
+    from testkit.delta_read import register_storage
+    from delta_destination.tools.gcs_server import GcsServer
+
+    with GcsServer() as gcs:
+        register_storage(gcs.url(), gcs.storage_options())
+        yield gcs
 
 
 @pytest.fixture(scope="session")

@@ -116,6 +116,9 @@ class EnginePool:
     def _sail_supervisor(self, settings: Settings) -> SupervisedEngine:
         from .sail import SailProcess, sail_environment, storage_identity
 
+        store = store_for(settings.warehouse)
+        if store.embedded_refusal:
+            raise UnsupportedOperation(store.embedded_refusal)
         identity = storage_identity(settings.storage)
         with self._lock:
             self._refuse_once_stopped()
@@ -304,14 +307,14 @@ class EnginePool:
 
     def _check_bucket(self, settings: Settings, url: str, identity: str) -> None:
         """Under the lock: one storage configuration per bucket per Spark engine (see the class)."""
-        if settings.engine != "spark" or url_scheme(settings.warehouse) != "s3":
+        if settings.engine != "spark" or url_scheme(settings.warehouse) not in ("s3", "gs"):
             return
         bucket = settings.warehouse.split("://", 1)[1].split("/", 1)[0]
         first = self._bucket_identity.setdefault((url, bucket), identity)
         if first != identity:
             raise InvalidRequest(
                 f"the Apache Spark engine already reaches bucket {bucket} with other storage settings, and Hadoop "
-                f"keeps one S3 client per bucket per engine (it would use the first settings' credentials). Use one "
+                f"keeps one client per bucket per engine (it would use the first settings' credentials). Use one "
                 f"set of storage settings per bucket, or another destination process for the other settings")
 
     # ---- idle stop --------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
     local.py   a directory                      s3.py    s3://bucket/prefix (and s3a://)
     azure.py   abfss://container@account.dfs.core.windows.net/prefix, az://, wasbs://
+    gcs.py     gs://bucket/prefix (Apache Spark engine only: see its docstring)
 
 Each store's module holds its typed settings, its client for the destination's own files (listing
 and removing private prefixes, staging Parquet, probes, log reads) and every conversion of its
@@ -9,6 +10,7 @@ settings: delta-rs `storage_options`, an embedded Sail process's environment, Ha
 the Spark engine (the `Store` interface, store.py). Adding a store: a module here and one entry in
 `stores.STORES` (its settings fields in settings.py)."""
 from .azure import AzureOptions, AzureStorage
+from .gcs import GcsOptions, GcsStorage
 from .files import PARQUET_PART_WRITERS, Entry, Storage, is_url, url_scheme
 from .local import LocalStorage
 from .options import StorageOptions
@@ -17,7 +19,7 @@ from .store import Store, UnlistedStorage
 from .stores import (OBJECT_STORE_SCHEMES, SCHEME_ALIASES, STORES, canonical, delta_rs_options, sail_environment,
                      served_by_environment, store_for)
 
-__all__ = ["AzureOptions", "AzureStorage", "Entry", "LocalStorage", "OBJECT_STORE_SCHEMES", "PARQUET_PART_WRITERS",
+__all__ = ["AzureOptions", "AzureStorage", "Entry", "GcsOptions", "GcsStorage", "LocalStorage", "OBJECT_STORE_SCHEMES", "PARQUET_PART_WRITERS",
            "S3Options", "S3Storage", "SCHEME_ALIASES", "STORES", "Storage", "StorageOptions", "Store",
            "UnlistedStorage", "canonical", "delta_rs_options", "is_url", "s3_client", "sail_environment",
            "served_by_environment", "store_for", "url_scheme"]

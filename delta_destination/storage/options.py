@@ -7,12 +7,14 @@ import hashlib
 from dataclasses import dataclass, field
 
 from .azure import AzureOptions
+from .gcs import GcsOptions
 from .s3 import S3Options
 
 
 @dataclass(frozen=True)
 class StorageOptions(S3Options):
     azure: AzureOptions = field(default_factory=AzureOptions)
+    gcs: GcsOptions = field(default_factory=GcsOptions)
 
     def identity(self) -> str:
         """A stable, non-reversible name of these options (caches key on it; never the secret).

@@ -1,10 +1,10 @@
 """One kind of store, as every part of the destination needs to know it: the interface each
-store's module implements once (local.py, s3.py, azure.py), chosen by a warehouse URL's scheme in
+store's module implements once (local.py, s3.py, azure.py, gcs.py), chosen by a warehouse URL's scheme in
 the table of stores.py.
 
 Every conversion of a store's settings lives with the store: delta-rs `storage_options` (the
 destination's own log reads, key ranges, the tests), the environment of an embedded Sail process
-(Sail reads object_store's variables, AWS_* or AZURE_*, from its environment only), the Hadoop
+(Sail reads object_store's variables, AWS_*, AZURE_* or GOOGLE_*, from its environment only), the Hadoop
 settings of a Spark session, and the spelling of a location for Spark. Methods take the whole
 `StorageOptions` and read their own part of it.
 """
@@ -23,6 +23,7 @@ class Store:
     variables: tuple[str, ...] = ()         # the environment variables its clients read
     embedded_reaches = True                 # can embedded Sail write tables there?
     local_spark_wired = True                # has the local Spark engine its connector and settings?
+    embedded_refusal = ""                   # why embedded Sail refuses the store ('' = it does not)
 
     def canonical(self, location: str) -> str:
         """One spelling per place (no trailing slash, the canonical scheme)."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from . import azure, local, s3
+from . import azure, gcs, local, s3
 from .files import url_scheme
 from .store import UNLISTED, Store
 
-STORES: tuple[Store, ...] = (local.STORE, s3.STORE, azure.STORE)
+STORES: tuple[Store, ...] = (local.STORE, s3.STORE, azure.STORE, gcs.STORE)
 
 BY_SCHEME: dict[str, Store] = {
     scheme: store for store in STORES for scheme in (*store.schemes, *store.aliases)

@@ -52,5 +52,20 @@ def main(argv=None) -> int:
     stub = destination_sdk_pb2_grpc.DestinationConnectorStub(channel)
     result = run_input_file(stub, args.warehouse, args.input, args.schema, live_only=args.live_only,
                             compression=Compression[args.compression.upper()], plain_text=args.plain_text,
-                            seed=args.seed, run_migrations=args.migrations, log=print)
+                            seed=args.seed, run_migrations=args.migrations, log=print,
+                            storage_options=environment_storage_options(args.warehouse))
     return print_result(result)
+
+
+def environment_storage_options(warehouse: str):
+    """How delta-rs reads back an object-store warehouse, from this process's standard variables as
+    the destination reads them (object_store itself knows no STORAGE_EMULATOR_HOST, for one)."""
+    import os
+
+    from delta_destination.settings import from_environment, from_values
+    from delta_destination.storage import delta_rs_options, is_url
+
+    if not is_url(warehouse):
+        return None
+    settings = from_values({"warehouse": warehouse, **from_environment(os.environ)})
+    return delta_rs_options(settings.warehouse, settings.storage) or None

@@ -89,11 +89,16 @@ def compare_rows(t: ModelTable, disk_rows: list[dict]) -> list[str]:
 
 
 def warehouse_of(warehouse, storage_options: Optional[dict] = None) -> Warehouse:
-    """The destination's view of the warehouse, reached with delta-rs-style AWS_* options."""
+    """The destination's view of the warehouse, reached with delta-rs-style options (AWS_* keys, or
+    GCS's google_service_account_key / google_application_credentials)."""
+    from delta_destination.storage import GcsOptions
+
     o = storage_options or {}
+    gcs = GcsOptions(service_account_key=o.get("google_service_account_key", ""),
+                     credentials_file=o.get("google_application_credentials", ""))
     options = StorageOptions(endpoint=o.get("AWS_ENDPOINT_URL", ""), region=o.get("AWS_REGION", ""),
                              access_key_id=o.get("AWS_ACCESS_KEY_ID", ""),
-                             secret_access_key=o.get("AWS_SECRET_ACCESS_KEY", ""))
+                             secret_access_key=o.get("AWS_SECRET_ACCESS_KEY", ""), gcs=gcs)
     return Warehouse(normalise_root(str(warehouse)), options)
 
 

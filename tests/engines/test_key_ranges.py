@@ -72,8 +72,8 @@ def test_the_log_proves_new_keys_on_tables_each_engine_writes(stub, server, engi
 
 
 def test_object_store_tables_and_unreadable_logs_fall_back_to_the_engine(tmp_path):
-    # Stores only the engine reaches (the destination cannot list them; Azure is listed now): never proven here.
-    for root in ("gs://bucket/wh", "hdfs://nn:8020/wh"):
+    # Stores only the engine reaches (the destination cannot list them; Azure and GCS are listed now): never proven here.
+    for root in ("dbfs:/mnt/wh", "hdfs://nn:8020/wh"):
         wh = Warehouse(root)
         assert not keys_cannot_match(TableRef("s", "t", wh.table_location("s", "t"), wh), SCHEMA, ["id"], source([1]))
     wh = Warehouse(str(tmp_path))

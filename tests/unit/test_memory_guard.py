@@ -92,9 +92,9 @@ def test_table_size_reads_the_delta_log(tmp_path):
 
 
 def test_table_size_of_stores_the_destination_cannot_list_is_not_measured():
-    """Only the engine reaches gs://, hdfs:// ... warehouses: no size, so no guard (S3 and Azure
+    """Only the engine reaches dbfs:/, hdfs:// ... warehouses: no size, so no guard (S3, Azure and GCS
     warehouses are listed by the destination and measured through delta-rs with their options)."""
-    for root in ("gs://bucket/wh", "hdfs://nn:8020/wh"):
+    for root in ("dbfs:/mnt/wh", "hdfs://nn:8020/wh"):
         wh = Warehouse(root)
         assert table_size(TableRef("s", "t", wh.table_location("s", "t"), wh)) is None
 

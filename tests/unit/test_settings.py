@@ -34,7 +34,7 @@ def test_every_surface_offers_the_same_keys():
 def test_secrets_are_marked_secret_on_every_surface_and_never_flags():
     secrets = [f.key for f in FIELDS if f.secret]
     assert secrets == ["s3_secret_access_key", "s3_session_token", "azure_account_key", "azure_sas_token",
-                       "azure_client_secret"]
+                       "azure_client_secret", "gcs_service_account_key"]
     form = {f.name: f for f in configuration_form(Settings.create("/wh")).fields}
     props = airbyte_spec()["connectionSpecification"]["properties"]
     for key in secrets:
@@ -42,7 +42,7 @@ def test_secrets_are_marked_secret_on_every_surface_and_never_flags():
         assert props[key]["airbyte_secret"] is True
     parser = argparse.ArgumentParser()
     add_flags(parser, PROCESS)
-    assert not any("secret" in opt or "token" in opt for a in parser._actions for opt in a.option_strings)  # noqa: SLF001
+    assert not any("secret" in opt or "token" in opt or "service-account-key" in opt for a in parser._actions for opt in a.option_strings)  # noqa: SLF001
 
 
 def test_the_same_values_make_the_same_settings_through_every_door():

@@ -6,10 +6,11 @@ import pytest
 
 from delta_destination.errors import InvalidRequest
 from delta_destination.settings import Settings, from_environment, from_values
-from delta_destination.storage import (AzureOptions, AzureStorage, LocalStorage, S3Storage, Storage, StorageOptions,
+from delta_destination.storage import (AzureOptions, AzureStorage, GcsOptions, GcsStorage, LocalStorage, S3Storage, Storage, StorageOptions,
                                        UnlistedStorage, canonical, delta_rs_options, sail_environment,
                                        served_by_environment, store_for)
 from delta_destination.storage.azure import EMULATOR_KEY
+from delta_destination.storage.gcs import hadoop_conf as gcs_hadoop_conf
 
 ABFSS = "abfss://cont@acct.dfs.core.windows.net/wh"
 
@@ -17,7 +18,8 @@ ABFSS = "abfss://cont@acct.dfs.core.windows.net/wh"
 @pytest.mark.parametrize("root,store,kind", [
     ("/data/wh", "local", LocalStorage), ("s3://b/wh", "s3", S3Storage), ("s3a://b/wh", "s3", S3Storage),
     (ABFSS, "azure", AzureStorage), ("az://cont/wh", "azure", AzureStorage),
-    ("wasbs://cont@acct.blob.core.windows.net/wh", "azure", AzureStorage), ("gs://b/wh", "unlisted", UnlistedStorage),
+    ("wasbs://cont@acct.blob.core.windows.net/wh", "azure", AzureStorage), ("gs://b/wh", "gcs", GcsStorage),
+    ("gcs://b/wh", "gcs", GcsStorage),
     ("dbfs:/mnt/wh", "unlisted", UnlistedStorage),
 ])
 def test_one_table_chooses_the_store_by_scheme(root, store, kind):
@@ -77,3 +79,93 @@ def test_spark_gets_s3a_and_no_hadoop_settings_for_stores_without_them():
     assert s3.spark_path("s3://b/wh/t") == "s3a://b/wh/t"
     assert s3.hadoop_conf("s3://b/wh", StorageOptions(region="r")) == {"fs.s3a.bucket.b.endpoint.region": "r"}
     assert store_for("/wh").hadoop_conf("/wh", StorageOptions(region="r")) == {}
+
+
+# ---- Google Cloud Storage ------------------------------------------------------------------------
+
+GS = "gs://lake/wh"
+KEY = {"type": "service_account", "client_email": "sa@p.iam.gserviceaccount.com", "private_key_id": "kid",
+       "private_key": "-----BEGIN PRIVATE KEY-----\nnot-a-real-key\n-----END PRIVATE KEY-----\n",
+       "project_id": "proj"}
+
+
+def test_settings_take_the_standard_google_variables_and_keep_the_key_out_of_repr():
+    import json
+
+    env = {"GOOGLE_SERVICE_ACCOUNT_KEY": json.dumps(KEY), "GOOGLE_APPLICATION_CREDENTIALS": "/keys/sa.json",
+           "STORAGE_EMULATOR_HOST": "http://127.0.0.1:4443"}
+    s = from_values({"warehouse": GS + "/", **from_environment(env)})
+    assert s.warehouse == GS and s.storage.gcs == GcsOptions(json.dumps(KEY), "/keys/sa.json", "http://127.0.0.1:4443")
+    assert "not-a-real-key" not in repr(s) and "kid" not in repr(s)
+    assert served_by_environment(s.storage, env)
+    assert canonical("GCS://lake/wh/") == GS
+
+
+def test_a_key_that_is_not_json_is_refused_without_showing_it():
+    with pytest.raises(InvalidRequest, match="gcs_service_account_key") as exc:
+        Settings.create(GS, gcs_service_account_key="s3cr3t-not-json")
+    assert "s3cr3t" not in str(exc.value)
+
+
+def test_delta_rs_reaches_an_emulator_through_a_key_made_of_its_url():
+    """object_store reads an emulator's URL from the key JSON only (gcs_base_url, disable_oauth)."""
+    import json
+
+    opts = delta_rs_options(GS, StorageOptions(gcs=GcsOptions(endpoint="127.0.0.1:4443")))
+    assert opts["allow_http"] == "true" and sorted(opts) == ["allow_http", "google_service_account_key"]
+    key = json.loads(opts["google_service_account_key"])
+    assert key["gcs_base_url"] == "http://127.0.0.1:4443" and key["disable_oauth"] is True
+    # a real key travels as it is; a key file as its path
+    real = delta_rs_options(GS, StorageOptions(gcs=GcsOptions(service_account_key=json.dumps(KEY))))
+    assert json.loads(real["google_service_account_key"]) == KEY and "allow_http" not in real
+    assert delta_rs_options(GS, StorageOptions(gcs=GcsOptions(credentials_file="/k.json"))) == {
+        "google_application_credentials": "/k.json"}
+    assert delta_rs_options(GS, StorageOptions()) == {}
+
+
+def test_a_sail_process_gets_google_variables_object_store_reads():
+    environ = {"STORAGE_EMULATOR_HOST": "http://127.0.0.1:9", "HOME": "/h"}
+    env = sail_environment(StorageOptions(), environ)   # served by the environment: the emulator spelled as a key
+    assert '"gcs_base_url": "http://127.0.0.1:9"' in env["GOOGLE_SERVICE_ACCOUNT_KEY"]
+    other = sail_environment(StorageOptions(gcs=GcsOptions(credentials_file="/k.json")), environ)
+    assert other["GOOGLE_APPLICATION_CREDENTIALS"] == "/k.json" and "STORAGE_EMULATOR_HOST" not in other
+
+
+def test_spark_gets_the_gcs_connector_settings_per_credential_kind():
+    import json
+
+    emulator = gcs_hadoop_conf(GcsOptions(endpoint="http://127.0.0.1:4443"))
+    assert emulator["fs.gs.storage.root.url"] == "http://127.0.0.1:4443"
+    assert emulator["fs.gs.auth.type"] == "UNAUTHENTICATED"
+    # the connector 3.x reads a service account only from a key file; the key is never written to one
+    from delta_destination.errors import UnsupportedOperation
+
+    with pytest.raises(UnsupportedOperation, match="gcs_credentials_file") as info:
+        gcs_hadoop_conf(GcsOptions(service_account_key=json.dumps(KEY)))
+    assert "not-a-real-key" not in str(info.value)
+    filed = gcs_hadoop_conf(GcsOptions(credentials_file="/k.json"))
+    assert filed["fs.gs.auth.type"] == "SERVICE_ACCOUNT_JSON_KEYFILE" and "fs.gs.storage.root.url" not in filed
+    assert gcs_hadoop_conf(GcsOptions())["fs.gs.auth.type"] == "APPLICATION_DEFAULT"
+    store = store_for(GS)
+    assert store.spark_path(GS + "/t") == GS + "/t" and store.object_store_path(GS) == GS
+
+
+def test_the_embedded_engine_refuses_gcs_and_auto_sends_it_to_spark():
+    from delta_destination.engines.choice import base_choice, embedded_reaches
+
+    assert not embedded_reaches(GS) and "XML API" in store_for(GS).embedded_refusal
+    choice = base_choice(Settings.create(GS), True)
+    assert choice.engine == "spark" and choice.code == "warehouse_unreachable"
+
+
+def test_engine_sail_on_gcs_is_refused_before_any_process_starts():
+    from delta_destination.engines.pool import EnginePool
+    from delta_destination.errors import UnsupportedOperation
+
+    pool = EnginePool()
+    try:
+        with pytest.raises(UnsupportedOperation, match="does not serve Google Cloud Storage"):
+            pool._sail_supervisor(Settings.create(GS, engine="sail"))   # noqa: SLF001
+        assert pool.sail_pids() == []
+    finally:
+        pool.stop()
