@@ -142,6 +142,11 @@ FIELDS: tuple[Field, ...] = (
     Field("engine_max_requests", "Embedded engine requests bound", "Also replace the embedded Sail engine's process "
           "after it served this many requests (0 = no such bound).", kind=NUMBER, default="0", scope=RUNTIME,
           minimum=0),
+    Field("compact_small_files", "Compact after small files", "Rewrite a table's small files (under 16 MiB) into "
+          "bigger ones in the background once it holds this many (a commit that changes no data; tables the "
+          "embedded engine created); every commit of a small batch adds one, and the embedded engine's MERGE reads "
+          "them all. 0 = never.", kind=NUMBER, default="50", env="DELTA_DESTINATION_COMPACT_SMALL_FILES",
+          scope=RUNTIME, minimum=0),
     Field("metrics_port", "Metrics port", "Serve Prometheus metrics at /metrics on this port (every interface) or "
           "host:port, e.g. 127.0.0.1:9464; empty: off.", env="DELTA_DESTINATION_METRICS_PORT", scope=RUNTIME,
           placeholder="9464"),
@@ -160,6 +165,7 @@ class Runtime:
     spark_idle_minutes: float = 10.0
     engine_max_memory_mb: Optional[float] = None   # None: the door's default (DEFAULT_ENGINE_MAX_MEMORY_MB)
     engine_max_requests: int = 0
+    compact_small_files: int = 50
     metrics_port: str = ""
 
     def engine_memory_bound_mb(self, door: str) -> float:
@@ -197,7 +203,7 @@ def runtime_from_values(values: Mapping[str, Any], environ: Mapping[str, str] = 
                 raise InvalidRequest(f"{f.key} must be a number") from None
             if isinstance(raw, bool) or (f.minimum is not None and number < f.minimum):
                 raise InvalidRequest(f"{f.key} must be a number of at least {f.minimum:g}")
-            out[f.key] = int(number) if f.key == "engine_max_requests" else number
+            out[f.key] = int(number) if f.key in ("engine_max_requests", "compact_small_files") else number
         else:
             out[f.key] = str(raw).strip()
     return Runtime(**out)

@@ -8,7 +8,8 @@ as one Delta commit and hands it to the engine the router leases for it.
 
 Doors use this object only: tables (create/alter/truncate and door markers), writer
 (live writes), history (history mode), migrate, describe, drop_table, table_names,
-probe (connection checks), upkeep, engines (the router's pool: health) and events (listeners).
+probe (connection checks), upkeep, compaction (small files, in the background), engines (the router's
+pool: health) and events (listeners).
 """
 from __future__ import annotations
 
@@ -25,13 +26,16 @@ from .migrations import DropTable, MigrationDetails, Migrator
 from .model import TableSchema
 from .probe import probe_warehouse
 from .upkeep import Upkeep
+from .compaction import CompactionPolicy, SmallFileCompaction
 
 
 __all__ = ["DeltaCore", "validate_columns"]
 
 
 class DeltaCore:
-    def __init__(self, router: EngineRouter, door: str = "core"):
+    def __init__(self, router: EngineRouter, door: str = "core", compact_small_files: int = 0):
+        """`compact_small_files`: compact a table's small files once it holds this many (0: never;
+        core/compaction.py)."""
         self.router = router
         self.engines = router.pool
         self.events = Events(door)
@@ -41,6 +45,8 @@ class DeltaCore:
         self.history = HistoryWriter(self._registry)
         self._migrator = Migrator(self._registry, self.tables)
         self.upkeep = Upkeep(self._registry)
+        self.compaction = SmallFileCompaction(self._registry, CompactionPolicy(compact_small_files))
+        self._registry.after_commit = self.compaction.after_commit
 
     def describe(self, settings: Settings, schema: str, table: str) -> Optional[TableSchema]:
         ref = self._registry.locate(settings, schema, table)

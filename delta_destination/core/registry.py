@@ -127,6 +127,9 @@ class TableRegistry:
         self._locks: dict[str, threading.Lock] = {}
         self._meta_cache: dict[str, metadata.StoredMetadata] = {}
         self._described: dict[str, Described] = {}   # location -> its schema as of a commit
+        # Called with a table's ref once an operation that committed to it has released its lock
+        # (core/compaction.py looks at its small files then).
+        self.after_commit: Optional[Callable[[TableRef], None]] = None
 
     # ---- engines -----------------------------------------------------------------------------
     @contextmanager
@@ -180,6 +183,7 @@ class TableRegistry:
         session, the table's lock (and those of `also`, in a fixed order), a START/COMPLETE/FAIL
         event when `operation` is named, and the current schema (TableNotFound when `require`)."""
         ref = self.locate(settings, schema, table)
+        opened: list[OpenTable] = []
         with self.locked(ref, *also):
             measured: list[Optional[TableSize]] = [None]
 
@@ -195,7 +199,10 @@ class TableRegistry:
                 current = self.require(lease.session, ref) if require else self.describe(lease.session, ref)
                 if current is not None:
                     outcome.columns = current.columns
-                yield OpenTable(ref, lease, outcome, current, measured[0])
+                opened.append(OpenTable(ref, lease, outcome, current, measured[0]))
+                yield opened[0]
+        if self.after_commit is not None and opened[0].outcome.committed:
+            self.after_commit(ref)
 
     def read_ahead(self, settings: Settings, schema: str, table: str,
                    read: Callable[[TableSchema], object]) -> Optional[ReadAhead]:

@@ -53,7 +53,7 @@ def open_core(door: str, options: Runtime, working_table: Optional[Callable[[str
     """The core of a door's process. `working_table`: the door's own working tables, which
     lineage leaves out (Airbyte's overwrite staging)."""
     engines = EnginePool(idle_minutes=options.spark_idle_minutes, recycle=recycle_policy(options, door))
-    core = DeltaCore(EngineRouter(engines), door=door)
+    core = DeltaCore(EngineRouter(engines), door=door, compact_small_files=options.compact_small_files)
     if working_table is not None:
         core.events.working_table = working_table
     core.events.listeners.append(metrics.CommitMetrics())

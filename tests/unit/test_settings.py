@@ -104,7 +104,8 @@ def test_runtime_settings_are_the_same_on_every_long_running_door():
     from delta_destination.settings import RUNTIME_FIELDS, Runtime, runtime_from_values
 
     keys = [f.key for f in RUNTIME_FIELDS]
-    assert keys == ["spark_idle_minutes", "engine_max_memory_mb", "engine_max_requests", "metrics_port"]
+    assert keys == ["spark_idle_minutes", "engine_max_memory_mb", "engine_max_requests", "compact_small_files",
+                    "metrics_port"]
     assert not set(keys) & {f.name for f in configuration_form(Settings.create("/wh")).fields}
     assert set(keys) <= set(airbyte_spec()["connectionSpecification"]["properties"])
     assert set(keys) <= set(conduit_spec().destination_params)
