@@ -308,7 +308,14 @@ class SparkDialect(Dialect):
 
     # Spark writes INT96 timestamps by default; other readers turn them into nanoseconds,
     # which overflow for dates past 2262 (Fivetran's history end is 9999-12-31).
-    session_conf = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+    # MERGE: delta-spark's "auto" materializes every source that is not a Delta scan -- a batch shipped
+    # as a local relation or staged Parquet always -- by persisting it (DISK_ONLY blocks in the engine's
+    # local dirs, i.e. decrypted rows on disk) and running one more job before the MERGE's own two.
+    # That protects sources that could change between MERGE's two passes (non-deterministic queries,
+    # files others rewrite); a shipped batch is neither: its rows are fixed and staged files are
+    # private and written once.
+    session_conf = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+                    "spark.databricks.delta.merge.materializeSource": "none"}
 
     def probes_keys_before_merge(self, target_bytes: Callable[[], int | None]) -> bool:
         """delta-spark's MERGE finds the touched files first and, when there are none, only writes
