@@ -18,16 +18,11 @@ from __future__ import annotations
 import base64
 import os
 import secrets
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
 
-from delta_destination.engines import launcher
+from delta_destination.tools.emulator import EmulatorProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONTAINER = "warehouse"
@@ -45,13 +40,7 @@ def azurite_binary() -> Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class AzureServer:
+class AzureServer(EmulatorProcess):
     """Azurite's Blob service with one account and container, on loopback.
 
     with AzureServer() as az:
@@ -60,24 +49,23 @@ class AzureServer:
         az.list_keys("wh/")
     """
 
+    title = "azurite"
+    log_name = "azurite.log"
+    error = AzureServerError
+
     def __init__(self, container: str = DEFAULT_CONTAINER, *, startup_timeout: float = 60.0, stop_grace: float = 3.0):
+        super().__init__(startup_timeout=startup_timeout, stop_grace=stop_grace)
         self.container = container
-        self.startup_timeout = startup_timeout
-        self.stop_grace = stop_grace
         self.account = ""
         self.account_key = ""
         self.endpoint_url = ""
-        self.data_dir: Optional[Path] = None
-        self.started_in: Optional[float] = None
-        self._proc: Optional[subprocess.Popen] = None
         self._fs = None
 
     def start(self) -> "AzureServer":
         if self._proc is not None:
             raise AzureServerError("already started")
         binary = azurite_binary()
-        self.data_dir = Path(tempfile.mkdtemp(prefix="azurite-"))
-        os.chmod(self.data_dir, 0o700)
+        self._private_dir("azurite-")
         self.account = "acct" + secrets.token_hex(6)
         self.account_key = base64.b64encode(secrets.token_bytes(64)).decode("ascii")
         port = free_port()
@@ -86,55 +74,17 @@ class AzureServer:
                "--loose", "--skipApiVersionCheck", "--disableProductStyleUrl", "--disableTelemetry"]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "AZURITE_"))}
         env["AZURITE_ACCOUNTS"] = f"{self.account}:{self.account_key}"
-        started = time.monotonic()
-        with open(self.data_dir / "azurite.log", "ab") as log:
-            self._proc = subprocess.Popen(launcher.command(cmd), cwd=self.data_dir, env=env, stdin=subprocess.DEVNULL,
-                                          stdout=log, stderr=subprocess.STDOUT, process_group=0)
+        self._spawn(cmd, env)
         try:
-            self._wait_ready(started)
+            self._wait_until(lambda: self.filesystem().create_dir(self.container), "create its container", (OSError,))
         except BaseException:
             self.stop()
             raise
-        self.started_in = time.monotonic() - started
         return self
 
-    def _wait_ready(self, started: float) -> None:
-        deadline = started + self.startup_timeout
-        last: Optional[BaseException] = None
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise AzureServerError(f"azurite exited with code {self._proc.returncode}: {self.log_tail()}")
-            try:
-                self.filesystem().create_dir(self.container)
-                return
-            except OSError as exc:
-                last = exc
-                time.sleep(0.1)
-        raise AzureServerError(f"Azurite did not create its container within {self.startup_timeout:.0f}s "
-                               f"({type(last).__name__}): {self.log_tail()}")
-
     def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(self.stop_grace)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if self.data_dir is not None:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-            self.data_dir = None
+        super().stop()
         self._fs = None
-
-    def __enter__(self) -> "AzureServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     # ---- what clients need --------------------------------------------------------------
 
@@ -175,12 +125,6 @@ class AzureServer:
         infos = self.filesystem().get_file_info(fs.FileSelector(base, allow_not_found=True, recursive=True))
         skip = len(container or self.container) + 1
         return sorted(i.path[skip:] for i in infos if i.type == fs.FileType.File)
-
-    def log_tail(self, chars: int = 1500) -> str:
-        try:
-            return (self.data_dir / "azurite.log").read_text(errors="replace")[-chars:]
-        except (OSError, TypeError):
-            return ""
 
 
 def main() -> int:

@@ -19,18 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from delta_destination.engines import launcher
+from delta_destination.tools.emulator import EmulatorProcess, free_port
 
 DEFAULT_BUCKET = "lake"
 
@@ -56,13 +51,7 @@ def fake_gcs_binary() -> Path:
     return found[0]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class GcsServer:
+class GcsServer(EmulatorProcess):
     """fake-gcs-server with one bucket, on loopback.
 
     with GcsServer() as gcs:
@@ -71,37 +60,33 @@ class GcsServer:
         gcs.list_keys("wh/")
     """
 
+    title = "fake-gcs-server"
+    log_name = "fake-gcs.log"
+    error = GcsServerError
+
     def __init__(self, bucket: str = DEFAULT_BUCKET, *, startup_timeout: float = 30.0, stop_grace: float = 3.0):
+        super().__init__(startup_timeout=startup_timeout, stop_grace=stop_grace)
         self.bucket = bucket
-        self.startup_timeout = startup_timeout
-        self.stop_grace = stop_grace
         self.endpoint_url = ""
-        self.data_dir: Optional[Path] = None
-        self.started_in: Optional[float] = None
-        self._proc: Optional[subprocess.Popen] = None
 
     def start(self) -> "GcsServer":
         if self._proc is not None:
             raise GcsServerError("already started")
         binary = fake_gcs_binary()
-        self.data_dir = Path(tempfile.mkdtemp(prefix="fake-gcs-"))
-        os.chmod(self.data_dir, 0o700)
+        self._private_dir("fake-gcs-")
         port = free_port()
         host = f"127.0.0.1:{port}"
         self.endpoint_url = f"http://{host}"
         cmd = [str(binary), "-backend", "memory", "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
                "-public-host", host, "-external-url", self.endpoint_url, "-log-level", "warn"]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "STORAGE_EMULATOR"))}
-        started = time.monotonic()
-        with open(self.data_dir / "fake-gcs.log", "ab") as log:
-            self._proc = subprocess.Popen(launcher.command(cmd), cwd=self.data_dir, env=env, stdin=subprocess.DEVNULL,
-                                          stdout=log, stderr=subprocess.STDOUT, process_group=0)
+        self._spawn(cmd, env)
         try:
-            self._wait_ready(started)
+            self._wait_until(lambda: self._request("POST", "/storage/v1/b", json.dumps({"name": self.bucket}).encode()),
+                             "create its bucket", (OSError, urllib.error.URLError))
         except BaseException:
             self.stop()
             raise
-        self.started_in = time.monotonic() - started
         return self
 
     def _request(self, method: str, path: str, body: Optional[bytes] = None, timeout: float = 10.0):
@@ -109,43 +94,6 @@ class GcsServer:
                                      headers={"Content-Type": "application/json"} if body else {})
         with urllib.request.urlopen(req, timeout=timeout) as answer:
             return json.loads(answer.read() or b"{}")
-
-    def _wait_ready(self, started: float) -> None:
-        deadline = started + self.startup_timeout
-        last: Optional[BaseException] = None
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise GcsServerError(f"fake-gcs-server exited with code {self._proc.returncode}: {self.log_tail()}")
-            try:
-                self._request("POST", "/storage/v1/b", json.dumps({"name": self.bucket}).encode())
-                return
-            except (OSError, urllib.error.URLError) as exc:
-                last = exc
-                time.sleep(0.1)
-        raise GcsServerError(f"fake-gcs-server did not create its bucket within {self.startup_timeout:.0f}s "
-                             f"({type(last).__name__}): {self.log_tail()}")
-
-    def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(self.stop_grace)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if self.data_dir is not None:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-            self.data_dir = None
-
-    def __enter__(self) -> "GcsServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     # ---- what clients need --------------------------------------------------------------
 
@@ -178,12 +126,6 @@ class GcsServer:
             token = page.get("nextPageToken", "")
             if not token:
                 return sorted(names)
-
-    def log_tail(self, chars: int = 1500) -> str:
-        try:
-            return (self.data_dir / "fake-gcs.log").read_text(errors="replace")[-chars:]
-        except (OSError, TypeError):
-            return ""
 
 
 def main() -> int:

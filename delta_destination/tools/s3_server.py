@@ -37,16 +37,13 @@ import secrets
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Iterator, Optional
 
-from delta_destination.engines import launcher
+from delta_destination.tools.emulator import EmulatorProcess
 
 REGION = "us-east-1"
 DEFAULT_BUCKET = "warehouse"
@@ -92,7 +89,7 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-class S3Server:
+class S3Server(EmulatorProcess):
     """A SeaweedFS S3 server with a bucket, its own random credentials, on loopback.
 
     with S3Server() as s3:
@@ -101,20 +98,20 @@ class S3Server:
         s3.list_keys("wh/")
     """
 
+    title = "weed"
+    log_name = "weed.log"
+    error = S3ServerError
+
     def __init__(self, bucket: str = DEFAULT_BUCKET, *, startup_timeout: float = 60.0, stop_grace: float = 3.0,
                  weed: Optional[Path] = None):
+        super().__init__(startup_timeout=startup_timeout, stop_grace=stop_grace)
         self.bucket = bucket
         self.region = REGION
-        self.startup_timeout = startup_timeout
-        self.stop_grace = stop_grace
         self.weed = weed
         self.access_key_id = ""
         self.secret_access_key = ""
         self.endpoint_url = ""
-        self.data_dir: Optional[Path] = None
-        self.started_in: Optional[float] = None  # seconds from spawn to S3 accepting a write
         self._ports: dict[str, int] = {}
-        self._proc: Optional[subprocess.Popen] = None
         self._client = None
 
     # ---- life cycle -------------------------------------------------------------------
@@ -136,8 +133,7 @@ class S3Server:
         return self
 
     def _start_once(self, weed: Path) -> None:
-        self.data_dir = Path(tempfile.mkdtemp(prefix="s3server-"))
-        os.chmod(self.data_dir, 0o700)
+        self._private_dir("s3server-")
         (self.data_dir / "data").mkdir(mode=0o700)
         self.access_key_id = "AK" + secrets.token_hex(9).upper()
         self.secret_access_key = secrets.token_urlsafe(30)
@@ -169,75 +165,37 @@ class S3Server:
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         env["TMPDIR"] = str(self.data_dir)  # glog's files
-        started = time.monotonic()
-        with open(self.data_dir / "weed.log", "ab") as log:
-            # No Python between fork and exec (the tests run gRPC threads): the launcher sets the death
-            # signal after exec; process_group=0 (setpgid in C): a terminal's Ctrl-C reaches the tests,
-            # which stop the server in order.
-            self._proc = subprocess.Popen(launcher.command(cmd), cwd=self.data_dir, env=env, stdin=subprocess.DEVNULL,
-                                          stdout=log, stderr=subprocess.STDOUT, process_group=0)
-        self._wait_ready(started)
-        self.started_in = time.monotonic() - started
+        self._spawn(cmd, env)
+        self._wait_ready()
 
-    def _wait_ready(self, started: float) -> None:
+    def _wait_ready(self) -> None:
         """Ready = the bucket exists and an object can be written and removed (SeaweedFS
         answers HTTP before its volumes take writes)."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        deadline = started + self.startup_timeout
         client = self.client()
-        step = "create the bucket"
-        last: Optional[BaseException] = None
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise S3ServerError(f"weed exited with code {self._proc.returncode} during start-up: {self.log_tail()}")
-            try:
-                if step == "create the bucket":
-                    self.create_bucket(self.bucket)
-                    step = "write an object"
-                client.put_object(Bucket=self.bucket, Key=".s3server-probe", Body=b"")
-                client.delete_object(Bucket=self.bucket, Key=".s3server-probe")
-                return
-            except (BotoCoreError, ClientError) as exc:
-                last = exc
-                time.sleep(0.1)
-        raise S3ServerError(f"SeaweedFS did not {step} within {self.startup_timeout:.0f}s "
-                            f"({type(last).__name__}): {self.log_tail()}")
+        made: list[str] = []
+
+        def ready():
+            if not made:
+                self.create_bucket(self.bucket)
+                made.append(self.bucket)
+            client.put_object(Bucket=self.bucket, Key=".s3server-probe", Body=b"")
+            client.delete_object(Bucket=self.bucket, Key=".s3server-probe")
+
+        self._wait_until(ready, "create its bucket and take a write", (BotoCoreError, ClientError))
 
     def stop(self) -> None:
-        """SIGTERM, SIGKILL after `stop_grace` seconds, then remove everything it made."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(self.stop_grace)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+        """SIGTERM, SIGKILL after `stop_grace` seconds, then remove everything it made (the gRPC
+        sockets SeaweedFS leaves in /tmp too)."""
+        super().stop()
         for name, port in self._ports.items():
             if name.endswith("_grpc"):
                 grpc_socket(name[: -len("_grpc")], port).unlink(missing_ok=True)
         self._ports = {}
-        if self.data_dir is not None:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-            self.data_dir = None
         self._client = None
 
-    def __enter__(self) -> "S3Server":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
     # ---- what clients need --------------------------------------------------------------
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self._proc.pid if self._proc else None
-
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     @property
     def ports(self) -> dict[str, int]:
@@ -313,13 +271,6 @@ class S3Server:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
         return 0
-
-    def log_tail(self, chars: int = 1500) -> str:
-        """The end of weed's own log (it holds no secret: keys are only in s3.json)."""
-        try:
-            return (self.data_dir / "weed.log").read_text(errors="replace")[-chars:]
-        except (OSError, TypeError):
-            return "no log"
 
 
 def main(argv: Optional[list[str]] = None) -> int:
