@@ -356,9 +356,16 @@ def abfs_conf(account: str, options: AzureOptions) -> dict[str, str]:
         if ":" not in authority:   # ABFS takes the override only as host:port
             authority += ":80" if scheme == "http" else ":443"
         put("fs.azure.abfs.endpoint", authority)
-        put("fs.azure.always.use.https", "false" if scheme == "http" else "true")
         put("fs.azure.account.hns.enabled", "false")
         put("fs.azure.fns.account.service.type", "BLOB")
+        if scheme == "http":
+            # Read without the account suffix (measured with hadoop-azure 3.5.0: the per-account
+            # key left it on HTTPS, "Unsupported or unrecognized SSL message"); only abfs:// URLs,
+            # which this store spells for an emulator on HTTP alone, are affected.
+            conf["fs.azure.always.use.https"] = "false"
+            # ABFS's default Apache HTTP client fails a plain-HTTP connection ("SSL socket factory
+            # may not be null"); the JDK's client speaks HTTP.
+            conf["fs.azure.networking.library"] = "JDK_HTTP_URL_CONNECTION"
     if options.effective_account_key:
         put("fs.azure.account.auth.type", "SharedKey")
         put("fs.azure.account.key", options.effective_account_key)

@@ -126,10 +126,12 @@ def test_hadoop_reaches_the_emulator_through_its_blob_endpoint():
     options = StorageOptions(azure=AzureOptions(account_name="acct", account_key="k", use_emulator=True,
                                                 emulator_url="http://127.0.0.1:10001"))
     conf = store_for(ABFSS).hadoop_conf(ABFSS, options)
-    assert conf == {f"{k}.{ACCT_HOST}": v for k, v in {
-        "fs.azure.abfs.endpoint": "127.0.0.1:10001", "fs.azure.always.use.https": "false",
+    assert conf == {**{f"{k}.{ACCT_HOST}": v for k, v in {
+        "fs.azure.abfs.endpoint": "127.0.0.1:10001",
         "fs.azure.account.hns.enabled": "false", "fs.azure.fns.account.service.type": "BLOB",
-        "fs.azure.account.auth.type": "SharedKey", "fs.azure.account.key": "k"}.items()}
+        "fs.azure.account.auth.type": "SharedKey", "fs.azure.account.key": "k"}.items()},
+        # plain HTTP: ABFS reads these without the account suffix
+        "fs.azure.always.use.https": "false", "fs.azure.networking.library": "JDK_HTTP_URL_CONNECTION"}
     dev = store_for(ABFSS).hadoop_conf("az://c/wh", StorageOptions(azure=AzureOptions(use_emulator=True, emulator_url="http://azurite")))
     assert dev["fs.azure.abfs.endpoint.devstoreaccount1.dfs.core.windows.net"] == "azurite:80"
     assert dev["fs.azure.account.key.devstoreaccount1.dfs.core.windows.net"] == EMULATOR_KEY
