@@ -8,6 +8,11 @@ Azurite serves Blob, not ADLS Gen2's DFS endpoint; Sail and delta-rs reach `abfs
 object_store, which speaks Blob anyway. Settings are given explicitly (the azure_* fields, in emulator
 mode) and this process's environment has no AZURE_* variable: they reach Sail through a process of
 its own. The account key is random per server, so the logs can be searched for it.
+
+On the Apache Spark engine (the session's shared JVM, hadoop-azure's ABFS on Azurite's Blob endpoint,
+as `abfs://` over plain HTTP): input.json through a `--engine spark` server, and a Sail and a Spark
+destination committing to one table at once (AzureLogStore's rename without overwrite is a
+conditional copy on the Blob endpoint: no commit lost). Those servers get the standard variables.
 """
 from __future__ import annotations
 
