@@ -42,7 +42,8 @@ gcs-server: install-python
 install-python: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated
 
 # The local Apache Spark engine's jars, fetched once with Maven (no network at run time): Delta Lake,
-# S3A (hadoop-aws and the AWS SDK modules it uses) and the project's own S3 log store built from jvm/src.
+# S3A (hadoop-aws and the AWS SDK modules it uses), ABFS for Azure (hadoop-azure) and the project's own S3
+# log store built from jvm/src.
 JVM_SOURCES := $(shell find jvm/src -name '*.java' 2>/dev/null)
 $(SPARK_JARS)/.fetched: jvm/pom.xml $(JVM_SOURCES)
 	@command -v mvn >/dev/null 2>&1 || { echo "need Maven (mvn) and Java 17+ for the Spark engine's jars"; exit 1; }

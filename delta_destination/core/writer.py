@@ -20,7 +20,7 @@ from ..settings import Settings
 from .registry import TableRegistry, OpenTable
 from .changes import ChangeSet, Changes, CommitResult, Op
 from .key_ranges import keys_cannot_match
-from .memory import check_budget, table_size
+from .memory import check_budget
 from .model import TableSchema
 from .sql import OP_APPEND, OP_DELETE, OP_UPDATE, OP_UPSERT, insert_sql, key_probe_sql, merge_sql
 from .types import arrow_type

@@ -72,11 +72,22 @@ def spark_installed() -> bool:
         return False
 
 
+def local_spark_reaches(warehouse: str) -> bool:
+    """Is the local Spark engine wired for the warehouse's store, with the store's connector jar
+    among its jars (a .spark-jars fetched before hadoop-azure was added has none)?"""
+    from .spark_process import jars_dir
+
+    store = store_for(warehouse)
+    if not store.local_spark_wired:
+        return False
+    return not store.local_spark_jar or any(jars_dir().glob(f"{store.local_spark_jar}*.jar"))
+
+
 def spark_available(settings: Settings) -> bool:
     """Has auto an Apache Spark engine: the spark_remote server, or a local one it can start and
     that reaches the warehouse (a store not wired for the local engine keeps auto on Sail, whose
     memory guard then refuses what it cannot hold instead of failing on Spark)."""
-    return bool(settings.spark_remote) or (spark_installed() and store_for(settings.warehouse).local_spark_wired)
+    return bool(settings.spark_remote) or (spark_installed() and local_spark_reaches(settings.warehouse))
 
 
 def embedded_reaches(warehouse: str) -> bool:

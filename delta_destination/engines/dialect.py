@@ -294,12 +294,19 @@ class SparkDialect(Dialect):
 
     name = "spark"
 
+    def __init__(self, storage: StorageOptions | None = None):
+        # The settings of the session's warehouse: Azure's spelling depends on them (the account
+        # of an az:// URL, http for an emulator), so a session is kept per storage configuration.
+        self.storage = storage or StorageOptions()
+
     def engine_path(self, location: str) -> str:
-        """A location as Hadoop spells it (each store's `spark_path`: S3A for `s3://`).
+        """A location as Hadoop spells it (each store's `spark_path`: S3A for `s3://`, ABFS for Azure).
         >>> SparkDialect().engine_path("s3://b/wh/t"), SparkDialect().engine_path("/wh/t")
         ('s3a://b/wh/t', '/wh/t')
+        >>> SparkDialect().engine_path("wasbs://c@acct.blob.core.windows.net/wh")
+        'abfss://c@acct.dfs.core.windows.net/wh'
         """
-        return store_for(location).spark_path(location)
+        return store_for(location).spark_path(location, self.storage)
 
     def storage_conf(self, root: str, options: StorageOptions) -> dict[str, str]:
         """The warehouse's store's Hadoop settings (S3A's per bucket, so that one engine can serve
@@ -386,7 +393,10 @@ class SparkDialect(Dialect):
 DIALECTS = {"sail": SailDialect, "spark": SparkDialect}
 
 
-def dialect_for(engine: str, own_process: bool = False) -> Dialect:
+def dialect_for(engine: str, own_process: bool = False, storage: StorageOptions | None = None) -> Dialect:
     """The dialect of a session of `engine`; `own_process`: its engine is a supervised process of
-    this destination (SailDialect remembers its registrations)."""
-    return SailDialect(own_process) if engine == "sail" else DIALECTS[engine]()
+    this destination (SailDialect remembers its registrations); `storage`: the settings of the
+    session's warehouse (the Spark dialect spells Azure locations with them)."""
+    if engine == "sail":
+        return SailDialect(own_process)
+    return SparkDialect(storage) if engine == "spark" else DIALECTS[engine]()

@@ -17,9 +17,9 @@ from typing import Callable, Iterator, Optional
 
 from .. import logs, metrics
 from ..errors import EngineUnavailable, InvalidRequest, UnsupportedOperation
-from ..storage import store_for, url_scheme
+from ..storage import store_for
 from ..settings import AUTO, Settings
-from .choice import base_choice, spark_available
+from .choice import base_choice, local_spark_reaches, spark_available
 from .dialect import dialect_for
 from .session import EngineSession
 from .supervisor import RecyclePolicy, SupervisedEngine
@@ -154,8 +154,10 @@ class EnginePool:
         from .spark_process import LocalSparkServer, SparkProcessOptions
 
         store = store_for(settings.warehouse)
-        if not store.local_spark_wired:
-            raise UnsupportedOperation(f"the local Apache Spark engine is not wired for {store.name} warehouses yet: "
+        if not local_spark_reaches(settings.warehouse):
+            missing = (f"its {store.local_spark_jar} jar is missing from its jars (run `make install`)"
+                       if store.local_spark_wired else "it is not wired for them yet")
+            raise UnsupportedOperation(f"the local Apache Spark engine cannot serve {store.name} warehouses: {missing}; "
                                        "use the embedded engine (engine auto or sail) or a spark_remote server that "
                                        "reaches the warehouse")
         catalog = settings.catalog_uri or None
@@ -243,9 +245,10 @@ class EnginePool:
     def _session(self, settings: Settings, url: str, alive: Optional[Callable[[], bool]]) -> EngineSession:
         """The held session of the engine at `url` for these settings (connected on first use).
         `alive`: the liveness of an engine process this destination supervises (None: not one)."""
-        dialect = dialect_for(settings.engine, own_process=alive is not None)
+        dialect = dialect_for(settings.engine, own_process=alive is not None, storage=settings.storage)
         storage = dialect.storage_conf(settings.warehouse, settings.storage)
-        identity = settings.storage.identity() if storage else ""
+        # A Spark session spells locations with its settings (dialect_for): one per configuration.
+        identity = settings.storage.identity() if storage or settings.engine == "spark" else ""
         key = (settings.engine, url, identity)
         with self._lock:
             self._check_bucket(settings, url, identity)
@@ -306,16 +309,21 @@ class EnginePool:
             threading.Thread(target=warm_up_quietly, args=(engine,), name="spark-warm-up", daemon=True).start()
 
     def _check_bucket(self, settings: Settings, url: str, identity: str) -> None:
-        """Under the lock: one storage configuration per bucket per Spark engine (see the class)."""
-        if settings.engine != "spark" or url_scheme(settings.warehouse) not in ("s3", "gs"):
+        """Under the lock: one storage configuration per bucket (S3) or container (Azure) per Spark
+        engine (see the class)."""
+        if settings.engine != "spark":
             return
-        bucket = settings.warehouse.split("://", 1)[1].split("/", 1)[0]
-        first = self._bucket_identity.setdefault((url, bucket), identity)
+        store = store_for(settings.warehouse)
+        place = store.spark_filesystem(settings.warehouse, settings.storage)
+        if not place:
+            return
+        first = self._bucket_identity.setdefault((url, place), identity)
         if first != identity:
+            what = "bucket" if store.name == "s3" else "container"
             raise InvalidRequest(
-                f"the Apache Spark engine already reaches bucket {bucket} with other storage settings, and Hadoop "
-                f"keeps one client per bucket per engine (it would use the first settings' credentials). Use one "
-                f"set of storage settings per bucket, or another destination process for the other settings")
+                f"the Apache Spark engine already reaches {what} {place} with other storage settings, and Hadoop "
+                f"keeps one client per {what} per engine (it would use the first settings' credentials). Use one "
+                f"set of storage settings per {what}, or another destination process for the other settings")
 
     # ---- idle stop --------------------------------------------------------------------------
     def _start_reaper(self) -> None:

@@ -10,7 +10,6 @@ posted. Auth: a static bearer token, or username/password exchanged at `POST /au
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Mapping, Optional
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, TypeVar
+from typing import Callable, Mapping, TypeVar
 
+from ..errors import InvalidRequest
 from .files import Entry, Storage
 from .store import Store
 
@@ -296,6 +297,90 @@ def object_store_path(location: str) -> str:
     return f"abfss://{loc.container}@{loc.account}.dfs.core.windows.net" + (f"/{loc.path}" if loc.path else "")
 
 
+# Hadoop ABFS (hadoop-azure 3.5.0, the Spark engine's Azure file system). Its WASB driver (wasb://)
+# is a stub that refuses every call, so Spark reaches every Azure warehouse through ABFS: the DFS
+# endpoint of an ADLS Gen2 account, or the Blob endpoint where there is no DFS one (Azurite, flat
+# accounts) with `fs.azure.fns.account.service.type` BLOB. Every setting is per account (ABFS
+# reads `<key>.<account>.dfs.core.windows.net` before `<key>`), so one engine serves accounts with
+# different credentials side by side.
+ABFS_DOMAIN = "dfs.core.windows.net"
+AAD_TOKEN_ENDPOINT = "https://login.microsoftonline.com/{tenant}/oauth2/token"
+
+
+def account_of(location: str, options: AzureOptions) -> str:
+    """The account a location lives in: the URL's, else the settings', else the emulator's."""
+    return parse_location(location).account or options.account_name or (EMULATOR_ACCOUNT if options.use_emulator else "")
+
+
+def emulator_over_http(options: AzureOptions) -> bool:
+    return options.use_emulator and options.effective_emulator_url.startswith("http://")
+
+
+def abfs_path(location: str, options: AzureOptions) -> str:
+    """A canonical Azure location as Hadoop's ABFS driver spells it: `abfss://` on the account's
+    DFS host (its TLS form), `abfs://` for an emulator on plain HTTP (ABFS talks HTTPS for
+    `abfss://` whatever else it is told).
+    >>> abfs_path("wasbs://c@a.blob.core.windows.net/wh", AzureOptions())
+    'abfss://c@a.dfs.core.windows.net/wh'
+    >>> abfs_path("az://c/wh/t", AzureOptions(account_name="a", use_emulator=True))
+    'abfs://c@a.dfs.core.windows.net/wh/t'
+    """
+    loc = parse_location(location)
+    account = account_of(location, options)
+    if not account:
+        raise InvalidRequest(f"the Apache Spark engine needs the storage account of {location.split('/', 3)[2]}: "
+                             "set azure_account_name (AZURE_STORAGE_ACCOUNT_NAME) or use "
+                             "abfss://container@account.dfs.core.windows.net/...")
+    scheme = "abfs" if emulator_over_http(options) else "abfss"
+    return f"{scheme}://{loc.container}@{account}.{ABFS_DOMAIN}" + (f"/{loc.path}" if loc.path else "")
+
+
+def abfs_conf(account: str, options: AzureOptions) -> dict[str, str]:
+    """Hadoop ABFS settings for one account (only what the settings say: with no credential the
+    engine's own Hadoop configuration decides, e.g. a cluster's managed identity).
+    >>> conf = abfs_conf("a", AzureOptions(account_key="k"))
+    >>> conf["fs.azure.account.auth.type.a.dfs.core.windows.net"], conf["fs.azure.account.key.a.dfs.core.windows.net"]
+    ('SharedKey', 'k')
+    """
+    host = f"{account}.{ABFS_DOMAIN}"
+    conf: dict[str, str] = {}
+
+    def put(key: str, value: str) -> None:
+        conf[f"{key}.{host}"] = value
+
+    if options.use_emulator:
+        scheme, authority = options.effective_emulator_url.split("://", 1)
+        # host:port instead of the account's host; ABFS then puts the account in the path, as
+        # Azurite addresses accounts. Azurite has no DFS endpoint: Blob, and no namespace.
+        authority = authority.split("/", 1)[0]
+        if ":" not in authority:   # ABFS takes the override only as host:port
+            authority += ":80" if scheme == "http" else ":443"
+        put("fs.azure.abfs.endpoint", authority)
+        put("fs.azure.account.hns.enabled", "false")
+        put("fs.azure.fns.account.service.type", "BLOB")
+        if scheme == "http":
+            # Read without the account suffix (measured with hadoop-azure 3.5.0: the per-account
+            # key left it on HTTPS, "Unsupported or unrecognized SSL message"); only abfs:// URLs,
+            # which this store spells for an emulator on HTTP alone, are affected.
+            conf["fs.azure.always.use.https"] = "false"
+            # ABFS's default Apache HTTP client fails a plain-HTTP connection ("SSL socket factory
+            # may not be null"); the JDK's client speaks HTTP.
+            conf["fs.azure.networking.library"] = "JDK_HTTP_URL_CONNECTION"
+    if options.effective_account_key:
+        put("fs.azure.account.auth.type", "SharedKey")
+        put("fs.azure.account.key", options.effective_account_key)
+    elif options.sas_token:
+        put("fs.azure.account.auth.type", "SAS")
+        put("fs.azure.sas.fixed.token", options.sas_token.lstrip("?"))
+    elif options.has_client_secret:
+        put("fs.azure.account.auth.type", "OAuth")
+        put("fs.azure.account.oauth.provider.type", "org.apache.hadoop.fs.azurebfs.oauth2.ClientCredsTokenProvider")
+        put("fs.azure.account.oauth2.client.endpoint", AAD_TOKEN_ENDPOINT.format(tenant=options.tenant_id))
+        put("fs.azure.account.oauth2.client.id", options.client_id)
+        put("fs.azure.account.oauth2.client.secret", options.client_secret)
+    return conf
+
+
 class AzureStore(Store):
     name = "azure"
     schemes = ("abfss", "wasbs", "az")
@@ -303,7 +388,7 @@ class AzureStore(Store):
     aliases = {"abfs": "abfss", "wasb": "wasbs", "azure": "az"}
     storage_class = AzureStorage
     variables = AZURE_VARIABLES
-    local_spark_wired = False               # no hadoop-azure on the local engine yet (docs/object-storage.md)
+    local_spark_jar = "hadoop-azure-"       # ABFS (jvm/pom.xml, fetched by `make install`)
 
     def delta_rs_options(self, options) -> dict[str, str]:
         return delta_rs_options(options.azure)
@@ -317,6 +402,20 @@ class AzureStore(Store):
 
     def sail_environment(self, options) -> dict[str, str]:
         return object_store_variables(options.azure)
+
+    def hadoop_conf(self, root: str, options) -> dict[str, str]:
+        """ABFS settings for the warehouse's account (per account: see abfs_conf)."""
+        account = account_of(root, options.azure)
+        return abfs_conf(account, options.azure) if account else {}
+
+    def spark_path(self, location: str, options=None) -> str:
+        from .options import StorageOptions
+
+        return abfs_path(location, (options or StorageOptions()).azure)
+
+    def spark_filesystem(self, location: str, options) -> str:
+        """Hadoop caches one ABFS client per container and account per JVM."""
+        return abfs_path(location, options.azure).split("://", 1)[1].split("/", 1)[0]
 
     def identity_parts(self, options) -> tuple[str, ...]:
         a = options.azure

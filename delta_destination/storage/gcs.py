@@ -403,6 +403,10 @@ class GcsStore(Store):
     def sail_environment(self, options) -> dict[str, str]:
         return object_store_variables(options.gcs)
 
+    def spark_filesystem(self, location: str, options) -> str:
+        """Hadoop caches one GCS connector client per bucket per JVM."""
+        return location.split("://", 1)[1].split("/", 1)[0]
+
     def identity_parts(self, options) -> tuple[str, ...]:
         g = options.gcs
         return (g.service_account_key, g.credentials_file, g.endpoint)

@@ -222,6 +222,7 @@ class S3Store(Store):
     aliases = {"s3a": "s3", "s3n": "s3"}
     storage_class = S3Storage
     variables = AWS_VARIABLES
+    local_spark_jar = "hadoop-aws-"
 
     def delta_rs_options(self, options: S3Options) -> dict[str, str]:
         return object_store_variables(options)
@@ -253,9 +254,13 @@ class S3Store(Store):
         buckets with different credentials); empty options leave S3A to its default chain."""
         return s3a_bucket_conf(root.split("://", 1)[1].split("/", 1)[0], options)
 
-    def spark_path(self, location: str) -> str:
+    def spark_path(self, location: str, options=None) -> str:
         """Hadoop's S3 client is S3A: `s3://b/k` -> `s3a://b/k`."""
         return "s3a://" + location[len("s3://"):]
+
+    def spark_filesystem(self, location: str, options) -> str:
+        """Hadoop caches one S3A client per bucket per JVM."""
+        return location.split("://", 1)[1].split("/", 1)[0]
 
 
 STORE = S3Store()

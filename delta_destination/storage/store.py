@@ -24,6 +24,7 @@ class Store:
     embedded_reaches = True                 # can embedded Sail write tables there?
     local_spark_wired = True                # has the local Spark engine its connector and settings?
     embedded_refusal = ""                   # why embedded Sail refuses the store ('' = it does not)
+    local_spark_jar = ""                    # the connector jar (name prefix) the local engine needs in .spark-jars
 
     def canonical(self, location: str) -> str:
         """One spelling per place (no trailing slash, the canonical scheme)."""
@@ -60,9 +61,15 @@ class Store:
         """A canonical location as object_store (embedded Sail, delta-rs) spells it."""
         return location
 
-    def spark_path(self, location: str) -> str:
-        """A canonical location as the Apache Spark engine (Hadoop) spells it."""
+    def spark_path(self, location: str, options=None) -> str:
+        """A canonical location as the Apache Spark engine (Hadoop) spells it (`options`: the
+        settings the location is reached with, where the spelling depends on them)."""
         return location
+
+    def spark_filesystem(self, location: str, options) -> str:
+        """What Hadoop caches one client of per JVM for this location, with the settings it was
+        first opened with (a bucket, a container); "" when nothing is cached per place."""
+        return ""
 
 
 class UnlistedStorage(Storage):

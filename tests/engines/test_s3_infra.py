@@ -224,7 +224,7 @@ def retried_spark_commits(s3: S3Server, key: str) -> int:
 # ---- the jar set -----------------------------------------------------------------------------
 
 def test_s3a_jars_match_pysparks_hadoop_and_duplicate_none_of_its_classes():
-    """hadoop-aws must be exactly pyspark's Hadoop release, and nothing `make install` fetched
+    """hadoop-aws and hadoop-azure must be exactly pyspark's Hadoop release, and nothing `make install` fetched
     may carry a class pyspark already ships (no second Hadoop, Jackson, Netty, HttpClient)."""
     import zipfile
 
@@ -235,6 +235,7 @@ def test_s3a_jars_match_pysparks_hadoop_and_duplicate_none_of_its_classes():
     ours = sp.delta_jars()
     names = {j.name for j in ours}
     assert f"hadoop-aws-{hadoop}.jar" in names
+    assert f"hadoop-azure-{hadoop}.jar" in names   # ABFS, Azure on the Spark engine (same release)
     assert "delta-destination-storage.jar" in names
     assert not any(n.startswith(("hadoop-client", "jackson-", "netty-common", "netty-buffer", "netty-codec",
                                        "netty-transport", "netty-handler", "httpclient", "httpcore", "slf4j")) for n in names)

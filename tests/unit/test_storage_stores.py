@@ -169,3 +169,77 @@ def test_engine_sail_on_gcs_is_refused_before_any_process_starts():
         assert pool.sail_pids() == []
     finally:
         pool.stop()
+
+
+ACCT_HOST = "acct.dfs.core.windows.net"
+
+
+def abfs(conf: dict, key: str) -> str:
+    return conf[f"{key}.{ACCT_HOST}"]
+
+
+@pytest.mark.parametrize("location,options,expected", [
+    (ABFSS + "/t", AzureOptions(), "abfss://cont@acct.dfs.core.windows.net/wh/t"),
+    ("wasbs://cont@acct.blob.core.windows.net/wh", AzureOptions(), ABFSS),
+    ("az://cont/wh", AzureOptions(account_name="acct"), ABFSS),
+    # an emulator on plain HTTP: abfs:// (ABFS talks HTTPS for abfss:// whatever it is told)
+    (ABFSS, AzureOptions(use_emulator=True, emulator_url="http://127.0.0.1:9"), "abfs://cont@acct.dfs.core.windows.net/wh"),
+    ("az://cont/wh", AzureOptions(use_emulator=True), "abfs://cont@devstoreaccount1.dfs.core.windows.net/wh"),
+])
+def test_spark_reaches_every_azure_spelling_through_abfs(location, options, expected):
+    """hadoop-azure 3.5.0's WASB driver refuses every call: wasbs:// is handed to Spark as abfss://."""
+    assert store_for(location).spark_path(location, StorageOptions(azure=options)) == expected
+
+
+def test_an_az_url_without_an_account_is_refused_for_spark_without_a_secret():
+    with pytest.raises(InvalidRequest, match="azure_account_name"):
+        store_for("az://cont/wh").spark_path("az://cont/wh", StorageOptions(azure=AzureOptions(account_key="s3cr3t")))
+
+
+def test_hadoop_abfs_settings_per_account_for_each_credential():
+    store = store_for(ABFSS)
+    key = store.hadoop_conf(ABFSS, StorageOptions(azure=AzureOptions(account_key="k3y")))
+    assert key == {f"fs.azure.account.auth.type.{ACCT_HOST}": "SharedKey", f"fs.azure.account.key.{ACCT_HOST}": "k3y"}
+    sas = store.hadoop_conf(ABFSS, StorageOptions(azure=AzureOptions(sas_token="?sv=1&sig=x")))
+    assert abfs(sas, "fs.azure.account.auth.type") == "SAS" and abfs(sas, "fs.azure.sas.fixed.token") == "sv=1&sig=x"
+    sp = store.hadoop_conf(ABFSS, StorageOptions(azure=AzureOptions(client_id="cid", client_secret="cs", tenant_id="tid")))
+    assert abfs(sp, "fs.azure.account.auth.type") == "OAuth"
+    assert abfs(sp, "fs.azure.account.oauth.provider.type") == "org.apache.hadoop.fs.azurebfs.oauth2.ClientCredsTokenProvider"
+    assert abfs(sp, "fs.azure.account.oauth2.client.endpoint") == "https://login.microsoftonline.com/tid/oauth2/token"
+    assert (abfs(sp, "fs.azure.account.oauth2.client.id"), abfs(sp, "fs.azure.account.oauth2.client.secret")) == ("cid", "cs")
+    # no credential: nothing, the engine's own Hadoop configuration decides (a cluster's managed identity)
+    assert store.hadoop_conf(ABFSS, StorageOptions()) == {}
+    assert store.hadoop_conf("az://cont/wh", StorageOptions()) == {}
+
+
+def test_hadoop_reaches_the_emulator_through_its_blob_endpoint():
+    """Azurite has no DFS endpoint: ABFS is pointed at host:port (the account then goes in the
+    path, as Azurite addresses accounts), over HTTP, on the Blob endpoint of a flat namespace."""
+    options = StorageOptions(azure=AzureOptions(account_name="acct", account_key="k", use_emulator=True,
+                                                emulator_url="http://127.0.0.1:10001"))
+    conf = store_for(ABFSS).hadoop_conf(ABFSS, options)
+    assert conf == {**{f"{k}.{ACCT_HOST}": v for k, v in {
+        "fs.azure.abfs.endpoint": "127.0.0.1:10001",
+        "fs.azure.account.hns.enabled": "false", "fs.azure.fns.account.service.type": "BLOB",
+        "fs.azure.account.auth.type": "SharedKey", "fs.azure.account.key": "k"}.items()},
+        # plain HTTP: ABFS reads these without the account suffix
+        "fs.azure.always.use.https": "false", "fs.azure.networking.library": "JDK_HTTP_URL_CONNECTION"}
+    dev = store_for(ABFSS).hadoop_conf("az://c/wh", StorageOptions(azure=AzureOptions(use_emulator=True, emulator_url="http://azurite")))
+    assert dev["fs.azure.abfs.endpoint.devstoreaccount1.dfs.core.windows.net"] == "azurite:80"
+    assert dev["fs.azure.account.key.devstoreaccount1.dfs.core.windows.net"] == EMULATOR_KEY
+
+
+def test_hadoop_caches_one_client_per_bucket_or_container():
+    options = StorageOptions(azure=AzureOptions(account_name="acct"))
+    assert store_for("az://cont/wh").spark_filesystem("az://cont/wh", options) == "cont@acct.dfs.core.windows.net"
+    assert store_for("s3://b/wh").spark_filesystem("s3://b/wh", options) == "b"
+    assert store_for("/wh").spark_filesystem("/wh", options) == ""
+
+
+def test_the_local_spark_engine_serves_azure_once_hadoop_azure_is_among_its_jars(tmp_path, monkeypatch):
+    from delta_destination.engines.choice import local_spark_reaches
+
+    monkeypatch.setenv("DELTA_DESTINATION_SPARK_JARS", str(tmp_path))
+    assert not local_spark_reaches(ABFSS)     # a .spark-jars fetched before hadoop-azure was added
+    (tmp_path / "hadoop-azure-3.5.0.jar").write_bytes(b"")
+    assert local_spark_reaches(ABFSS) and local_spark_reaches("/wh")

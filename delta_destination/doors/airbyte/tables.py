@@ -20,7 +20,6 @@ generation deletes the staged rows past that mark, because the platform resends 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
 
 import pyarrow.compute as pc
 
