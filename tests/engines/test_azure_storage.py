@@ -271,17 +271,19 @@ def start_server(dedicated_server, azure_server, tmp_path, engine, warehouse, na
     return dedicated_server(warehouse, tmp_path / f"{name}.log", engine=engine, env=azure_server.env())
 
 
-@pytest.mark.parametrize("engine_name", ["spark"])
-def test_tester_input_on_azure_through_a_spark_server(azure_server, dedicated_server, tmp_path, engine_name):
+# The full tier runs it on the embedded engine; on Spark (90 s with the shared JVM) in `make test-slow`,
+# while the two-writers test below keeps Spark on Azure in the full tier.
+@pytest.mark.parametrize("engine_name", ["sail", pytest.param("spark", marks=pytest.mark.slow)])
+def test_tester_input_on_azure_through_a_server(azure_server, dedicated_server, tmp_path, engine_name):
     """input.json (live: creates, upserts, updates, soft and hard deletes, truncates) through a
-    Fivetran server on the Apache Spark engine (ABFS on Azurite's Blob endpoint); delta-rs reads
+    Fivetran server on each engine (Spark: ABFS on Azurite's Blob endpoint); delta-rs reads
     every table back. Afterwards no blob of the destination's own is left, and the account key is
     in no log line."""
     from testkit import tester as tc
     from testkit.server_process import TESTER_INPUTS
 
     warehouse = azure_server.url(f"tester-{uuid.uuid4().hex[:8]}/wh")
-    srv = start_server(dedicated_server, azure_server, tmp_path, engine_name, warehouse, "spark")
+    srv = start_server(dedicated_server, azure_server, tmp_path, engine_name, warehouse, engine_name)
     log: list[str] = []
     result = tc.run_input_file(srv.stub, warehouse, TESTER_INPUTS / "input.json", "tester", log=log.append,
                                storage_options=azure_server.storage_options(), live_only=True)
