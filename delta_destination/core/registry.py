@@ -145,7 +145,8 @@ class TableRegistry:
         door's last word before a commit (core/writer.py, CommitGuard), asked first."""
         if t.table is None:
             return
-        change = t.lease.rewrite_properties(lambda: table_configuration(t.warehouse, t.ref.location))
+        change = t.lease.rewrite_properties(lambda: table_configuration(t.warehouse, t.ref.location),
+                                            lambda: getattr(t.measured(), "bytes", None))
         if change is None:
             return
         if guard is not None:

@@ -330,8 +330,9 @@ class SparkDialect(Dialect):
         100k new keys into 1M rows: probe + append 19.3 s, MERGE alone 9.9 s, its commit all adds."""
         return False
 
+    # Column mapping by name: renames and drops of columns in place. Deletion vectors are turned on
+    # per table once it is big enough to gain from them (router.EngineLease.rewrite_properties).
     FEATURES = {
-        "delta.enableDeletionVectors": "true",
         "delta.columnMapping.mode": "name",
     }
 

@@ -31,6 +31,11 @@ __all__ = ["EngineRouter", "EngineLease", "EngineSession", "MergePlan", "Propert
 
 # Spark's MERGE, UPDATE and DELETE mark rows in a deletion vector instead of rewriting their files.
 DELETION_VECTORS = "delta.enableDeletionVectors"
+# ... which pays off once copying the files a MERGE touches costs more than writing and reading
+# deletion vectors: on a small table a MERGE with them took 6.0 s, without 3.5-4.0 s (125 rows into
+# 2,000, a warm local engine, 2 cores, bench/spark_statements.py), while a 1M-row table's upsert
+# copies every file it touches without them. Below this much live Parquet a table stays without.
+DELETION_VECTORS_FROM_BYTES = 8 * 2**20
 
 
 @dataclass(frozen=True)
@@ -99,17 +104,24 @@ class EngineLease:
         self.session = self._leases.enter_context(self.router.pool.lease(self.settings, on_demand=True))
         self.choice = choice
 
-    def rewrite_properties(self, configuration: Callable[[], Optional[dict[str, str]]]) -> Optional[PropertyChange]:
+    def rewrite_properties(self, configuration: Callable[[], Optional[dict[str, str]]],
+                           table_bytes: Callable[[], Optional[int]] = lambda: None) -> Optional[PropertyChange]:
         """Before this lease's engine rewrites an existing table (a MERGE): properties to set first,
         in a metadata-only commit, once per table; `configuration()` reads the table's current
-        properties (None: unknown). Tables auto creates are the embedded engine's, plain Delta;
-        without deletion vectors Spark's MERGE copies every unchanged row of every file it touches,
-        which with uniform keys is the whole table, so it grows with exactly the table auto sent to
-        Spark for being big (docs/benchmarks.md: the 100k upsert into 3M rows on a fresh server took
-        68 s with them, 109-111 s without). Sail 0.7.2 and delta-rs read and write such tables
-        (tests/engines/test_cross_engine.py), as they do the tables `--engine spark` creates."""
-        if not (self.choice.auto and self.session.name == SPARK):
+        properties (None: unknown), `table_bytes()` its live Parquet (None: unknown). Without
+        deletion vectors Spark's MERGE copies every unchanged row of every file it touches, which
+        with uniform keys is the whole table: tables auto sends to Spark (big by definition) get them
+        at their first Spark rewrite (docs/benchmarks.md: the 100k upsert into 3M rows on a fresh
+        server took 68 s with them, 109-111 s without), and so does any table Spark rewrites once it
+        holds DELETION_VECTORS_FROM_BYTES. Tables are created without them on both engines, so small
+        tables' MERGEs stay cheap. Sail 0.7.2 and delta-rs read and write such tables
+        (tests/engines/test_cross_engine.py)."""
+        if self.session.name != SPARK:
             return None
+        if not self.choice.auto:
+            size = table_bytes()
+            if size is not None and size < DELETION_VECTORS_FROM_BYTES:
+                return None
         current = configuration()
         if current is None or current.get(DELETION_VECTORS, "").lower() == "true":
             return None
