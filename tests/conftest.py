@@ -306,3 +306,13 @@ def airflow_venv():
     if not (venv / ".stamp").is_file():  # written by scripts/airflow_test_venv.sh once it succeeded
         pytest.fail("the Airflow test virtualenv is missing: run `make airflow-venv` (make test-all does)")
     return venv / "bin" / "python"
+
+
+@pytest.fixture
+def core(engines):
+    """The core driven in-process on the requesting module's `engines` pool (each module that uses it
+    defines `engines`: with its object-store server, the shared Spark JVM, or neither)."""
+    from delta_destination.core.api import DeltaCore
+    from delta_destination.engines.router import EngineRouter
+
+    return DeltaCore(EngineRouter(engines), door="test")

@@ -27,16 +27,16 @@ import pyarrow as pa
 import pytest
 
 from delta_destination.core.api import DeltaCore
-from delta_destination.core.changes import ChangeSet, Changes, Op
+from delta_destination.core.changes import Changes, Op
 from delta_destination.core.migrations import (SUCCESS, AddColumnWithDefaultValue, CopyTable, CopyTableToHistoryMode,
                                                DropTable, MigrationDetails, RenameColumn, RenameTable)
 from delta_destination.core.model import Column, DataType as T, TableSchema
-from delta_destination.core.types import arrow_type
 from delta_destination.engines import session as engine_session, shipping
 from delta_destination.engines.pool import EnginePool
 from delta_destination.engines.router import EngineRouter
 from delta_destination.settings import Settings
 from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
+from testkit.core_changes import changes, order, rows_by_id, typed
 from testkit.delta_read import delta_version, read_delta_table
 
 UTC = dt.timezone.utc
@@ -61,30 +61,11 @@ def settings(azure_server):
     return Settings.create(azure_server.url(f"az-{uuid.uuid4().hex[:8]}/wh"), engine="sail", **azure_server.settings())
 
 
-@pytest.fixture
-def core(engines):
-    return DeltaCore(EngineRouter(engines), door="test")
 
-
-def typed(table: TableSchema, rows: list[dict], columns=None) -> pa.Table:
-    cols = [c for c in table.columns if columns is None or c.name in columns]
-    return pa.table({c.name: pa.array([r.get(c.name) for r in rows], arrow_type(c)) for c in cols})
-
-
-def changes(*parts: Changes) -> ChangeSet:
-    cs = ChangeSet()
-    for p in parts:
-        cs.add(p)
-    return cs
-
-
-def order(i: int, name: str = "n") -> dict:
-    return {"id": i, "name": f"{name}{i}", "amount": Decimal("1.50"), "at": dt.datetime(2024, 1, 1, tzinfo=UTC)}
 
 
 def rows(azure_server, core, settings, table="orders", schema="s") -> dict:
-    got = read_delta_table(core.location(settings, schema, table), azure_server.storage_options()).to_pylist()
-    return {r["id"]: r for r in got}
+    return rows_by_id(core.location(settings, schema, table), azure_server.storage_options())
 
 
 def prefix_of(settings) -> str:

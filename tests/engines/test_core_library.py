@@ -12,16 +12,15 @@ import pyarrow as pa
 import pytest
 
 from delta_destination.core.api import DeltaCore
-from delta_destination.core.changes import ChangeSet, Changes, Op
+from delta_destination.core.changes import Changes, Op
 from delta_destination.core.migrations import (SUCCESS, AddColumnWithDefaultValue, CopyTable, MigrationDetails,
                                                RenameColumn, RenameTable)
 from delta_destination.core.model import Column, DataType as T, TableSchema
-from delta_destination.core.types import arrow_type
 from delta_destination.engines.pool import EnginePool
-from delta_destination.engines.router import EngineRouter
 from delta_destination.errors import RequesterGone, SchemaMismatch, TableNotFound
 from delta_destination.settings import Settings
-from testkit.delta_read import delta_version, read_delta_table
+from testkit.core_changes import changes, order as base_order, rows_by_id, typed
+from testkit.delta_read import delta_version
 
 UTC = dt.timezone.utc
 ORDERS = TableSchema("orders", (
@@ -41,35 +40,18 @@ def engines():
 
 
 @pytest.fixture
-def core(engines):
-    return DeltaCore(EngineRouter(engines), door="test")
-
-
-@pytest.fixture
 def settings(tmp_path):
     return Settings.create(str(tmp_path / "wh"))
 
 
-def typed(table: TableSchema, rows: list[dict], columns=None) -> pa.Table:
-    cols = [c for c in table.columns if columns is None or c.name in columns]
-    return pa.table({c.name: pa.array([r.get(c.name) for r in rows], arrow_type(c)) for c in cols})
-
-
-def changes(*parts: Changes) -> ChangeSet:
-    cs = ChangeSet()
-    for p in parts:
-        cs.add(p)
-    return cs
 
 
 def order(i: int, name: str = "n", amount: str = "1.50") -> dict:
-    return {"id": i, "name": f"{name}{i}", "amount": Decimal(amount), "at": dt.datetime(2024, 1, 1, tzinfo=UTC),
-            "doc": '{"k": 1}'}
+    return base_order(i, name, amount, doc='{"k": 1}')
 
 
 def rows(settings: Settings, core: DeltaCore, table: str = "orders", schema: str = "s") -> dict:
-    got = read_delta_table(core.location(settings, schema, table)).to_pylist()
-    return {r["id"]: r for r in got}
+    return rows_by_id(core.location(settings, schema, table))
 
 
 def test_create_describe_and_replay(core, settings):
