@@ -107,7 +107,7 @@ class SmallFileCompaction:
         with self.registry.locked(ref):
             if not ref.warehouse.has_commits(ref.location):
                 return False    # dropped meanwhile
-            table = open_table(ref.warehouse, ref.location)
+            table = open_table(ref.warehouse, ref.location, for_commits=True)
             protocol = table.protocol()
             if not writable_as_is(protocol.min_reader_version, protocol.min_writer_version, protocol.writer_features):
                 with self._lock:

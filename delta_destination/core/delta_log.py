@@ -130,13 +130,23 @@ def table_configuration(warehouse: Warehouse, location: str) -> Optional[dict[st
         return None
 
 
-def open_table(warehouse: Warehouse, location: str):
-    """The table through delta-rs (raises when it cannot be read)."""
+# How delta-rs commits safely on S3: put-if-absent (`If-None-Match`), as Sail's and Spark's S3A commits
+# do, asked for explicitly rather than left to delta-rs's defaults (which have changed across versions,
+# and rename unsafely when AWS_S3_ALLOW_UNSAFE_RENAME is set).
+S3_SAFE_COMMITS = {"aws_conditional_put": "etag"}
+
+
+def open_table(warehouse: Warehouse, location: str, for_commits: bool = False):
+    """The table through delta-rs (raises when it cannot be read); `for_commits`: opened to write
+    a commit (core/compaction.py), with the store's safe-commit options."""
     from deltalake import DeltaTable
 
     if warehouse.is_local:
         return DeltaTable(location)
-    return DeltaTable(warehouse.delta_rs_path(location), storage_options=warehouse.delta_rs_options())
+    options = warehouse.delta_rs_options()
+    if for_commits and location.startswith(("s3://", "s3a://")):
+        options = {**options, **S3_SAFE_COMMITS}
+    return DeltaTable(warehouse.delta_rs_path(location), storage_options=options)
 
 
 def row_counts(info: Optional[dict]) -> Optional[tuple[int, int, int]]:
