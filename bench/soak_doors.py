@@ -17,7 +17,7 @@ from testkit.delta_read import delta_version, read_delta_table
 from testkit.server_process import ROOT, free_port
 
 from .process_memory import MemorySampler
-from .soak import latency_summary, memory_summary, restarts, scrape
+from .soak_measures import latency_summary, memory_summary, restarts, scrape
 
 AIRBYTE = [sys.executable, "-m", "delta_destination.doors.airbyte.main"]
 PROPERTIES = {"id": {"type": "integer"}, "name": {"type": "string"}, "qty": {"type": "integer"},

@@ -40,7 +40,7 @@ from testkit.server_process import ROOT, RunningServer
 from . import floor
 from .report_sections import splice
 from .small_batches import Shape, SmallBatches
-from .soak import latency_summary
+from .soak_measures import latency_summary
 
 DOCS = ROOT / "docs"
 RESULTS = DOCS / "sync-results.json"
