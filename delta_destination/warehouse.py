@@ -45,7 +45,8 @@ import pyarrow as pa
 from .errors import UnsafeName
 from .names import check_path_name
 from .processes import pid_alive
-from .storage import Entry, Storage, StorageOptions, canonical, delta_rs_options, is_url, store_for, url_scheme
+from .storage import (Entry, Storage, StorageOptions, canonical, delta_rs_options, is_url, storage_for, store_for,
+                      url_scheme)
 
 STAGING_DIR = "_fivetran_staging"
 TRASH_DIR = "_fivetran_trash"
@@ -174,7 +175,7 @@ class Warehouse:
 
     @property
     def storage(self) -> Storage:
-        return Storage(self.root, self.options)
+        return storage_for(self.root, self.options)
 
     def delta_rs_path(self, location: str) -> str:
         """A location of this warehouse as delta-rs spells it (its store's object_store form)."""

@@ -110,7 +110,7 @@ class EngineLease:
         in a metadata-only commit, once per table; `configuration()` reads the table's current
         properties (None: unknown), `table_bytes()` its live Parquet (None: unknown). Without
         deletion vectors Spark's MERGE copies every unchanged row of every file it touches, which
-        with uniform keys is the whole table: tables auto sends to Spark (big by definition) get them
+        with uniform keys is the whole table: tables auto moves to Spark for their size get them
         at their first Spark rewrite (docs/benchmarks.md: the 100k upsert into 3M rows on a fresh
         server took 68 s with them, 109-111 s without), and so does any table Spark rewrites once it
         holds DELETION_VECTORS_FROM_BYTES. Tables are created without them on both engines, so small
@@ -118,7 +118,7 @@ class EngineLease:
         (tests/engines/test_cross_engine.py)."""
         if self.session.name != SPARK:
             return None
-        if not self.choice.auto:
+        if self.choice.code != "merge_over_budget":   # moved for its size: big by definition
             size = table_bytes()
             if size is not None and size < DELETION_VECTORS_FROM_BYTES:
                 return None

@@ -17,9 +17,9 @@ from .options import StorageOptions
 from .s3 import S3Options, S3Storage, s3_client
 from .store import Store, UnlistedStorage
 from .stores import (OBJECT_STORE_SCHEMES, SCHEME_ALIASES, STORES, canonical, delta_rs_options, sail_environment,
-                     served_by_environment, store_for)
+                     served_by_environment, storage_for, store_for)
 
 __all__ = ["AzureOptions", "AzureStorage", "Entry", "GcsOptions", "GcsStorage", "LocalStorage", "OBJECT_STORE_SCHEMES", "PARQUET_PART_WRITERS",
            "S3Options", "S3Storage", "SCHEME_ALIASES", "STORES", "Storage", "StorageOptions", "Store",
            "UnlistedStorage", "canonical", "delta_rs_options", "is_url", "s3_client", "sail_environment",
-           "served_by_environment", "store_for", "url_scheme"]
+           "served_by_environment", "storage_for", "store_for", "url_scheme"]

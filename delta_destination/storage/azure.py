@@ -409,18 +409,12 @@ class AzureStore(Store):
         return abfs_conf(account, options.azure) if account else {}
 
     def spark_path(self, location: str, options=None) -> str:
-        from .options import StorageOptions
-
-        return abfs_path(location, (options or StorageOptions()).azure)
+        return abfs_path(location, options.azure if options is not None else AzureOptions())
 
     def spark_filesystem(self, location: str, options) -> str:
         """Hadoop caches one ABFS client per container and account per JVM."""
         return abfs_path(location, options.azure).split("://", 1)[1].split("/", 1)[0]
 
-    def identity_parts(self, options) -> tuple[str, ...]:
-        a = options.azure
-        return (a.account_name, a.account_key, a.sas_token, a.client_id, a.client_secret, a.tenant_id,
-                str(a.use_emulator), a.emulator_url)
 
 
 STORE = AzureStore()

@@ -43,23 +43,14 @@ class Entry:
 
 class Storage:
     """Files under canonical locations of one kind of store, with one configuration: each store's
-    module subclasses it (local.py, s3.py, azure.py). `Storage(root, options)` gives the class the
-    store table (stores.py) names for the root's scheme."""
+    module subclasses it (local.py, s3.py, azure.py, gcs.py); `stores.storage_for(root, options)`
+    gives the one the store table names for the root's scheme."""
 
-    def __new__(cls, root: str, options=None):
-        if cls is Storage:
-            from .stores import store_for   # the table imports every store's module, which import this one
-
-            cls = store_for(root).storage_class
-        return super().__new__(cls)
-
-    def __init__(self, root: str, options=None):
-        from .options import StorageOptions
-        from .stores import canonical
-
-        self.root = canonical(root)
+    def __init__(self, root: str, options):
+        """`root`: canonical (stores.canonical); `options`: a StorageOptions."""
+        self.root = root
         self.scheme = url_scheme(self.root)
-        self.options = options if options is not None else StorageOptions()
+        self.options = options
 
     is_local = False
     can_list = False   # can the destination itself list and remove files here (else only the engine can)?

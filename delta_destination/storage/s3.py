@@ -245,9 +245,6 @@ class S3Store(Store):
     def sail_environment(self, options: S3Options) -> dict[str, str]:
         return object_store_variables(options)
 
-    def identity_parts(self, options: S3Options) -> tuple[str, ...]:
-        return (options.endpoint, options.region, options.access_key_id, options.secret_access_key,
-                options.session_token, str(options.path_style))
 
     def hadoop_conf(self, root: str, options: S3Options) -> dict[str, str]:
         """S3A settings for the warehouse's bucket (per bucket, so that one engine can serve

@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
+from typing import Optional
+
 from . import azure, gcs, local, s3
-from .files import url_scheme
+from .files import Storage, url_scheme
+from .options import StorageOptions
 from .store import UNLISTED, Store
 
 STORES: tuple[Store, ...] = (local.STORE, s3.STORE, azure.STORE, gcs.STORE)
@@ -43,6 +46,12 @@ def canonical(path: str) -> str:
     if not scheme:
         return os.path.abspath(os.path.expanduser(path))
     return store_for(path).canonical(path)
+
+
+def storage_for(root: str, options: Optional[StorageOptions] = None) -> Storage:
+    """The client of the store that serves `root` (any spelling), with these settings."""
+    root = canonical(root)
+    return store_for(root).storage_class(root, options if options is not None else StorageOptions())
 
 
 def delta_rs_options(location: str, options) -> dict[str, str]:

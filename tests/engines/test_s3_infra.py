@@ -257,7 +257,7 @@ def test_a_removed_table_leaves_no_folder_that_looks_like_a_table(s3_server):
     finds `<table>/_delta_log` and refuses to create a table where one was dropped (seen as
     TABLE_OR_VIEW_ALREADY_EXISTS after a drop migration). Removing a tree removes its folders too,
     and nothing beside it."""
-    from delta_destination.storage import Storage, StorageOptions, s3_client
+    from delta_destination.storage import StorageOptions, s3_client, storage_for
 
     opts = StorageOptions(endpoint=s3_server.endpoint_url, region=s3_server.region,
                           access_key_id=s3_server.access_key_id, secret_access_key=s3_server.secret_access_key)
@@ -266,7 +266,7 @@ def test_a_removed_table_leaves_no_folder_that_looks_like_a_table(s3_server):
     for key in ["t/_delta_log/00000000000000000000.json", "t/_delta_log/_staged_commits/", "t/part-0.parquet",
                 "t/a/b/part-1.parquet", "keep/x"]:
         client.put_object(Bucket=bucket, Key=f"{base}/{key}", Body=b"1")
-    Storage(f"s3://{bucket}/{base}", opts).delete_table_files(f"s3://{bucket}/{base}/t")
+    storage_for(f"s3://{bucket}/{base}", opts).delete_table_files(f"s3://{bucket}/{base}/t")
 
     def listed(prefix):
         page = client.list_objects_v2(Bucket=bucket, Prefix=prefix, Delimiter="/")

@@ -6,9 +6,9 @@ import pytest
 
 from delta_destination.errors import InvalidRequest
 from delta_destination.settings import Settings, from_environment, from_values
-from delta_destination.storage import (AzureOptions, AzureStorage, GcsOptions, GcsStorage, LocalStorage, S3Storage, Storage, StorageOptions,
+from delta_destination.storage import (AzureOptions, AzureStorage, GcsOptions, GcsStorage, LocalStorage, S3Storage, StorageOptions,
                                        UnlistedStorage, canonical, delta_rs_options, sail_environment,
-                                       served_by_environment, store_for)
+                                       served_by_environment, storage_for, store_for)
 from delta_destination.storage.azure import EMULATOR_KEY
 from delta_destination.storage.gcs import hadoop_conf as gcs_hadoop_conf
 
@@ -24,7 +24,7 @@ ABFSS = "abfss://cont@acct.dfs.core.windows.net/wh"
 ])
 def test_one_table_chooses_the_store_by_scheme(root, store, kind):
     assert store_for(canonical(root)).name == store
-    assert type(Storage(root)) is kind
+    assert type(storage_for(root)) is kind
 
 
 def test_azure_spellings_are_canonical_and_object_store_reads_the_blob_form_as_dfs():
