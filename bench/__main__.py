@@ -7,13 +7,15 @@
     .venv/bin/python -m bench --skip-growth           # without the 1M/3M/10M growth runs
     .venv/bin/python -m bench --engines auto          # one engine (default: auto,sail,spark side by side)
     .venv/bin/python -m bench --storage s3            # only the object-storage run, into the existing report
+    .venv/bin/python -m bench --storage s3,azure,gcs --engines sail,spark --scale 0.25   # every store's emulator
     .venv/bin/python -m bench --cluster               # only the cluster run (make bench-cluster), likewise
 
 After the local workloads (whose servers are stopped by then), the object-storage run
 (bench/object_storage.py) measures the initial load and the upsert again on each engine
 alone, to a local directory and then to a SeaweedFS S3 server on loopback, back to back;
 `--storage local` skips it, `--storage s3` runs only it and puts its section into the existing
-benchmarks.md (the rest of the file is left as it is) with its figures in object-storage-results.json.
+benchmarks.md (the rest of the file is left as it is) with its figures in object-storage-results.json;
+`--storage s3,azure,gcs` (any of them) does the same on each store's emulator, in a section of its own.
 `--cluster` (bench/cluster.py) starts the local cluster (delta_destination/tools/local_cluster) and measures the
 100k upsert into a 1M-row and a 10M-row table through it and through the local Spark engine; its
 section goes into the existing benchmarks.md the same way (figures in cluster-results.json).
@@ -51,7 +53,7 @@ from pathlib import Path
 from testkit.server_process import ROOT
 
 from .cluster import section as cluster_section
-from .object_storage import section
+from .object_storage import STORES, results_name, section
 from .object_storage import targets as object_storage_targets
 from .plot import plot
 from .report import write_report
@@ -74,9 +76,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--engines", default=",".join(ENGINE_CHOICES),
                     help="comma-separated engines to measure side by side (auto = the default engine, started "
                          "without --engine; sail; spark); default: all three")
-    ap.add_argument("--storage", choices=("both", "local", "s3"), default="both",
-                    help="local: the local workloads only; s3: only the object-storage run (local vs S3, initial "
-                         "load and upsert); both (default): the local workloads, then the object-storage run")
+    ap.add_argument("--storage", default="both", metavar="both|local|STORE[,STORE...]",
+                    help="local: the local workloads only; s3 (or any of s3,azure,gcs): only the object-storage run "
+                         "(local vs each store's emulator, initial load and upsert); both (default): the local "
+                         "workloads, then the object-storage run on S3")
     ap.add_argument("--cluster", action="store_true",
                     help="only the cluster run: the upsert at 1M and 10M rows on the local cluster and the local engine")
     ap.add_argument("--seed", type=int, default=42)
@@ -94,6 +97,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         unknown = [w for w in args.only if w not in WORKLOADS]
         if unknown or not args.only:
             ap.error(f"--only: a comma-separated list of {', '.join(WORKLOADS)}, got {unknown or args.only}")
+    if args.storage in ("both", "local"):
+        args.stores = ("s3",) if args.storage == "both" else ()
+    else:
+        args.stores = tuple(dict.fromkeys(x.strip() for x in args.storage.split(",") if x.strip()))
+        if not args.stores or set(args.stores) - STORES.keys():
+            ap.error(f"--storage: both, local or a comma-separated list of {', '.join(STORES)}, got {args.storage!r}")
+        args.storage = "stores"
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     bad = [e for e in args.engines if e not in ENGINE_CHOICES]
     if bad or not args.engines or len(set(args.engines)) != len(args.engines):
@@ -103,10 +113,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def report_dir(args: argparse.Namespace) -> Path:
-    """docs/ for a full run (scale 1, every workload, every engine; with --storage s3: scale 1, every
-    engine), else bench-data/report/."""
+    """docs/ for a full run (scale 1, every workload, every engine; with --storage STORES: scale 1, every
+    engine), else bench-data/report/ (or --out)."""
     full = (args.scale == 1.0 and set(args.engines) == set(ENGINE_CHOICES)
-            and (args.storage == "s3" or args.cluster or (args.storage == "both" and not args.only and not args.skip_growth)))
+            and (args.storage == "stores" or args.cluster or (args.storage == "both" and not args.only and not args.skip_growth)))
     return args.out or (DOCS if full else DATA_ROOT / "report")
 
 
@@ -131,8 +141,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.cluster:
         return section_only(args, "cluster-results.json", cluster_section)
-    if args.storage == "s3":
-        return section_only(args, "object-storage-results.json", section, object_storage_targets)
+    if args.storage == "stores":
+        return section_only(args, results_name(args.stores), section, object_storage_targets)
     res = json.loads(args.report_only.read_text()) if args.report_only else run(args)
     out = report_dir(args)
     out.mkdir(parents=True, exist_ok=True)

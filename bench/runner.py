@@ -100,7 +100,7 @@ def _result(bench: Bench, p: Plan, **figures) -> dict:
 
 def run(args) -> dict:
     """The whole run; the result (what bench-results.json holds). `--storage s3`: the object-storage
-    run alone (object_storage.py); its result."""
+    run alone (object_storage.py; `--storage s3,azure,gcs`: on those stores); its result."""
     started = dt.datetime.now(dt.timezone.utc)
     DATA_ROOT.mkdir(exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="run-", dir=DATA_ROOT))
@@ -108,7 +108,7 @@ def run(args) -> dict:
         bench = Bench(args, tmp)
         gen = bd.Generator(DATA_ROOT, args.seed, args.scale)
         only = ("growth" if getattr(args, "cluster", False)  # the cluster run: the growth table's files
-                else "upsert" if args.storage == "s3" else args.only)  # the S3 run: the initial load and the upsert
+                else "upsert" if args.storage == "stores" else args.only)  # the stores' run: the initial load and the upsert
         where = "the local cluster, then the local Spark engine" if getattr(args, "cluster", False) \
             else ", ".join(bench.engines)
         bench.log(f"workloads: {', '.join(selected_chain(only, args.skip_growth))} on {where} "
@@ -119,8 +119,8 @@ def run(args) -> dict:
         gen_s = time.monotonic() - t
         if getattr(args, "cluster", False):
             return run_cluster(args, p, tmp, bench.log)
-        if args.storage == "s3":
-            return run_object_storage(args, p, tmp, bench.log)
+        if args.storage == "stores":
+            return run_object_storage(args, p, tmp, bench.log, args.stores)
         facts = machine_facts()
         idle_rss, tree = bench.start()
         try:
