@@ -18,7 +18,7 @@ HIVE_CLIENT_JARS := .hive-client-jars
 AZURITE_DIR := .azurite
 AZURITE_VERSION := 3.37.0
 
-.PHONY: install install-python proto run test test-unit test-all test-slow test-clients airflow-venv bench bench-cluster bench-soak bench-sync clean \
+.PHONY: install install-python proto run test test-unit test-all test-slow test-clients airflow-venv bench bench-cluster bench-stores bench-soak bench-sync clean \
 	conduit airbyte-clients \
 	cluster cluster-stop cluster-status cluster-jars azurite gcs-server
 
@@ -171,6 +171,11 @@ bench: install
 # The upsert at 1M and 10M rows through the local cluster and the local engine (docs/benchmarks.md).
 bench-cluster: install
 	$(BIN)/python -m bench --cluster
+
+# The initial load and the upsert on each store's emulator (SeaweedFS, Azurite, fake-gcs-server) beside a local
+# directory, per engine (docs/benchmarks.md "Object storage on every store").
+bench-stores: install azurite gcs-server
+	$(BIN)/python -m bench --storage s3,azure,gcs --engines sail,spark --no-profile --out docs
 
 # Thousands of small batches on one long-running process per door (Fivetran server as `make run` starts
 # it, one long Airbyte write, a real Conduit pipeline): memory over time, latency, engine restarts.

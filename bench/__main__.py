@@ -7,7 +7,7 @@
     .venv/bin/python -m bench --skip-growth           # without the 1M/3M/10M growth runs
     .venv/bin/python -m bench --engines auto          # one engine (default: auto,sail,spark side by side)
     .venv/bin/python -m bench --storage s3            # only the object-storage run, into the existing report
-    .venv/bin/python -m bench --storage s3,azure,gcs --engines sail,spark --scale 0.25   # every store's emulator
+    .venv/bin/python -m bench --storage s3,azure,gcs --engines sail,spark   # every store (make bench-stores)
     .venv/bin/python -m bench --cluster               # only the cluster run (make bench-cluster), likewise
 
 After the local workloads (whose servers are stopped by then), the object-storage run

@@ -333,7 +333,7 @@ HOW_TO_RUN = [
     "DELTA_DESTINATION_SPARK_DRIVER_MEMORY=3g .venv/bin/python -m bench --engines spark",
     ".venv/bin/python -m bench --skip-growth --no-profile",
     ".venv/bin/python -m bench --storage s3       # only the object-storage run (local vs S3), into this page",
-    ".venv/bin/python -m bench --storage s3,azure,gcs --engines sail,spark --scale 0.25 --out docs  # every store",
+    "make bench-stores                            # initial load + upsert on every store's emulator beside local",
     ".venv/bin/python -m bench --only growth --rss-cap-gb 14 --out /tmp/g  # a higher safety cap",
     ".venv/bin/python -m bench --report-only docs/bench-results.json  # re-render this page",
 ]
