@@ -65,6 +65,11 @@ class ChangeSet:
     def num_rows(self) -> int:
         return sum(p.num_rows for p in self.parts)
 
+    @property
+    def nbytes(self) -> int:
+        """Arrow bytes of every part (what the engine is shipped is about this much)."""
+        return sum(p.values.nbytes for p in self.parts)
+
     def of(self, op: Op) -> list[Changes]:
         return [p for p in self.parts if p.op == op]
 

@@ -84,7 +84,7 @@ class HistoryWriter:
               guard: Optional[CommitGuard] = None) -> CommitResult:
         start_time = time.monotonic()
         ahead = self.registry.read_ahead(settings, schema, table_name, read)   # before the lock (Writer.write)
-        with self.registry.opened(settings, schema, table_name, what) as t:
+        with self.registry.opened(settings, schema, table_name, what, batch_bytes=ahead and ahead.batch_bytes) as t:
             table = t.table
             keys = history_keys(table, t.display)
             plan = _Planner(table, keys)

@@ -22,6 +22,7 @@ from ..settings import Settings
 from ..warehouse import Warehouse, name_of_component
 from .. import logs
 from . import metadata
+from .changes import ChangeSet
 from .events import Events, TableOutcome
 from .delta_log import commits_keep_metadata, table_configuration
 from .memory import TableSize, table_size
@@ -61,6 +62,11 @@ class ReadAhead:
 
     table: TableSchema
     value: object
+
+    @property
+    def batch_bytes(self) -> Optional[int]:
+        """The Arrow bytes of a change set read ahead (None for other input)."""
+        return self.value.nbytes if isinstance(self.value, ChangeSet) else None
 
 
 @dataclass
@@ -179,10 +185,12 @@ class TableRegistry:
 
     @contextmanager
     def opened(self, settings: Settings, schema: str, table: str, operation: Optional[str] = None,
-               require: bool = True, also: tuple[TableRef, ...] = ()) -> Iterator[OpenTable]:
+               require: bool = True, also: tuple[TableRef, ...] = (), batch_bytes: Optional[int] = None
+               ) -> Iterator[OpenTable]:
         """The one way an operation opens a table: located (names checked first), the engine's
         session, the table's lock (and those of `also`, in a fixed order), a START/COMPLETE/FAIL
-        event when `operation` is named, and the current schema (TableNotFound when `require`)."""
+        event when `operation` is named, and the current schema (TableNotFound when `require`).
+        `batch_bytes`: the size of a batch read ahead, for the router (EngineRouter.table_lease)."""
         ref = self.locate(settings, schema, table)
         opened: list[OpenTable] = []
         with self.locked(ref, *also):
@@ -195,7 +203,7 @@ class TableRegistry:
                     measured[0] = table_size(ref)
                 return measured[0].bytes if measured[0] is not None else None
 
-            with self.router.table_lease(settings, measure, ref.location) as lease, \
+            with self.router.table_lease(settings, measure, ref.location, batch_bytes) as lease, \
                     self._operation(operation, ref) as outcome:
                 current = self.require(lease.session, ref) if require else self.describe(lease.session, ref)
                 if current is not None:

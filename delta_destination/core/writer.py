@@ -164,7 +164,7 @@ class Writer:
         meanwhile: TableRegistry.read_ahead); the whole set is one commit."""
         start = time.monotonic()
         ahead = self.registry.read_ahead(settings, schema, table_name, read)
-        with self.registry.opened(settings, schema, table_name, what) as t:
+        with self.registry.opened(settings, schema, table_name, what, batch_bytes=ahead and ahead.batch_bytes) as t:
             table = t.table
             changes = t.input(read, ahead)
             appends = changes.of(Op.APPEND)

@@ -32,6 +32,22 @@ SAIL, SPARK = "sail", "spark"
 # Start the Spark engine in the background once a table reaches this share of the size at which
 # its MERGE moves to Spark, so that the request that crosses it does not wait for a JVM to start.
 PRESTART_SHARE = 0.6
+# A statement counts as small (Spark: a session without code generation, dialect.small_statement_conf)
+# when its batch and its table both are: interpreted rows cost more than generating code past a
+# few thousand rows, while up to here the fixed cost of generating code for Delta's own log
+# replay dominates.
+SMALL_BATCH_BYTES = 1 * 2**20      # of Arrow, the batch as read
+SMALL_TABLE_BYTES = 4 * 2**20      # of live Parquet, from the table's Delta log
+
+
+def small_statements(engine: str, batch_bytes: Optional[int], table_bytes: Optional[int]) -> bool:
+    """Does an operation with a batch of `batch_bytes` on a table of `table_bytes` (None: not known)
+    get the engine's session for small statements? Never when either size is unknown.
+    >>> small_statements("spark", 50_000, 60_000), small_statements("spark", 50_000, None)
+    (True, False)
+    """
+    return (engine == SPARK and batch_bytes is not None and table_bytes is not None
+            and batch_bytes <= SMALL_BATCH_BYTES and table_bytes <= SMALL_TABLE_BYTES)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,9 @@ class Dialect:
     name = "?"
     # Session settings this engine needs on every connection (also a remote one).
     session_conf: dict[str, str] = {}
+    # Added on a second session of the same engine for small statements (choice.small_statements);
+    # empty: the engine has one session per configuration.
+    small_statement_conf: dict[str, str] = {}
 
     # -- where tables can live ---------------------------------------------------------------
     def check_warehouse_root(self, root: str) -> None:
@@ -323,6 +326,11 @@ class SparkDialect(Dialect):
     # private and written once.
     session_conf = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
                     "spark.databricks.delta.merge.materializeSource": "none"}
+    # A small statement spends about a quarter of its time generating and compiling code (most of it
+    # for Delta's log replay, not the rows): interpreted projections cut a warm small WriteBatch from
+    # 3.8 to 2.9 s, but make a 1M-row initial load 1.9x slower (26 -> 50 s; docs/performance-analysis.md).
+    # So only statements on small tables with small batches get a session with them.
+    small_statement_conf = {"spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.codegen.wholeStage": "false"}
 
     def probes_keys_before_merge(self, target_bytes: Callable[[], int | None]) -> bool:
         """delta-spark's MERGE finds the touched files first and, when there are none, only writes

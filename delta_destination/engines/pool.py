@@ -200,19 +200,22 @@ class EnginePool:
                 self._spark_starts.pop(catalog).set()
 
     @contextmanager
-    def lease(self, settings: Settings, on_demand: bool = False) -> Iterator[EngineSession]:
+    def lease(self, settings: Settings, on_demand: bool = False, small: bool = False) -> Iterator[EngineSession]:
         """The session for these settings, held for the block: an engine process is never
         replaced or stopped when idle under a lease. One session per engine process and storage
-        configuration (a session carries the storage settings of its warehouse). Engine `auto`
-        is resolved here for requests that measured no table (engines/choice.py); `on_demand`: a
-        local Spark engine this starts was chosen by auto, and is stopped when idle."""
-        session, done = self._acquire(settings, on_demand)
+        configuration (a session carries the storage settings of its warehouse), and a second one
+        for small statements where the engine's dialect has settings for them (`small`:
+        choice.small_statements). Engine `auto` is resolved here for requests that measured no
+        table (engines/choice.py); `on_demand`: a local Spark engine this starts was chosen by auto,
+        and is stopped when idle."""
+        session, done = self._acquire(settings, on_demand, small)
         try:
             yield session
         finally:
             done()
 
-    def _acquire(self, settings: Settings, on_demand: bool) -> tuple[EngineSession, Callable[[], None]]:
+    def _acquire(self, settings: Settings, on_demand: bool, small: bool = False
+                 ) -> tuple[EngineSession, Callable[[], None]]:
         """A held session and what ends its lease."""
         if settings.engine == AUTO:
             settings, on_demand = resolved(settings)
@@ -227,7 +230,7 @@ class EnginePool:
         else:
             url = self._url(settings, on_demand)
         try:
-            session = self._session(settings, url, alive)
+            session = self._session(settings, url, alive, small)
         except BaseException:
             if generation is not None:
                 supervisor.release(generation)
@@ -242,21 +245,24 @@ class EnginePool:
 
         return session, done
 
-    def _session(self, settings: Settings, url: str, alive: Optional[Callable[[], bool]]) -> EngineSession:
+    def _session(self, settings: Settings, url: str, alive: Optional[Callable[[], bool]],
+                 small: bool = False) -> EngineSession:
         """The held session of the engine at `url` for these settings (connected on first use).
         `alive`: the liveness of an engine process this destination supervises (None: not one)."""
         dialect = dialect_for(settings.engine, own_process=alive is not None, storage=settings.storage)
         storage = dialect.storage_conf(settings.warehouse, settings.storage)
         # A Spark session spells locations with its settings (dialect_for): one per configuration.
         identity = settings.storage.identity() if storage or settings.engine == "spark" else ""
-        key = (settings.engine, url, identity)
+        small = small and bool(dialect.small_statement_conf)
+        key = (settings.engine, url, identity, small)
         with self._lock:
             self._check_bucket(settings, url, identity)
             session = self._sessions.get(key)
             if session is not None:
                 session.hold()
                 return session
-        session = EngineSession(connect(url, {**dialect.session_conf, **storage}, alive), dialect)
+        conf = {**dialect.session_conf, **(dialect.small_statement_conf if small else {}), **storage}
+        session = EngineSession(connect(url, conf, alive), dialect)
         with self._lock:
             session = self._sessions.setdefault(key, session)
             session.hold()

@@ -20,7 +20,8 @@ from typing import Callable, Iterator, Optional
 
 from .. import logs, metrics
 from ..settings import AUTO, Settings
-from .choice import SAIL, SPARK, EngineChoice, base_choice, merge_choice, should_prestart, spark_available, upkeep_choice
+from .choice import (SAIL, SPARK, EngineChoice, base_choice, merge_choice, should_prestart, small_statements, spark_available,
+                     upkeep_choice)
 from .dialect import dialect_for
 from .pool import EnginePool
 from .session import EngineSession
@@ -71,12 +72,13 @@ class EngineLease:
     router: "EngineRouter"
     request: Settings                      # the request's own settings (engine auto stays auto)
     target_bytes: Optional[int] = None     # the table's live Parquet bytes when the choice measured it
+    small: bool = False                    # on the engine's session for small statements
     _leases: ExitStack = field(default_factory=ExitStack)
 
     @property
     def served_by(self) -> str:
         """The engine and why, for the operation's log line."""
-        return f"engine {self.session.name} ({self.choice.reason})"
+        return f"engine {self.session.name} ({self.choice.reason}{'; small statements' if self.small else ''})"
 
     @property
     def guards_merge_memory(self) -> bool:
@@ -187,12 +189,14 @@ class EngineRouter:
 
     @contextmanager
     def table_lease(self, settings: Settings, measure: Callable[[], Optional[int]],
-                    location: Optional[str] = None) -> Iterator[EngineLease]:
+                    location: Optional[str] = None, batch_bytes: Optional[int] = None) -> Iterator[EngineLease]:
         """An engine for an operation on one table. With engine auto, `measure()` (the table's live
         Parquet bytes from its Delta log, None when unknown) decides: the embedded engine, unless
         the table is already too big for a MERGE there; a table nearing that size has the Spark
         engine started ahead. `location`: the table's, for what other engines must forget when the
-        lease ends (see EngineLease.close)."""
+        lease ends (see EngineLease.close). `batch_bytes`: the operation's batch (Arrow), when it was
+        read before: a small batch into a small table gets the engine's session for small
+        statements (choice.small_statements)."""
         base = self.choose(settings)
         target = None
         choice = base
@@ -202,7 +206,11 @@ class EngineRouter:
             choice = merge_choice(base, True, target, 0, budget)
             if choice.engine == SAIL and not settings.spark_remote and should_prestart(base, True, target, budget):
                 self.pool.prestart_spark(settings)
-        with self._leased(settings, choice, target) as lease:
+        small = False
+        if batch_bytes is not None and choice.engine == SPARK:
+            target = target if target is not None else measure()
+            small = small_statements(choice.engine, batch_bytes, target)
+        with self._leased(settings, choice, target, small) as lease:
             try:
                 yield lease
             finally:
@@ -217,11 +225,12 @@ class EngineRouter:
             yield lease
 
     @contextmanager
-    def _leased(self, settings: Settings, choice: EngineChoice, target: Optional[int] = None) -> Iterator[EngineLease]:
+    def _leased(self, settings: Settings, choice: EngineChoice, target: Optional[int] = None,
+                small: bool = False) -> Iterator[EngineLease]:
         metrics.engine_chosen(choice.engine, choice.code)
         served = choice.settings(settings)
-        with self.pool.lease(served, on_demand=choice.auto) as session:
-            lease = EngineLease(session, served, choice, self, settings, target)
+        with self.pool.lease(served, on_demand=choice.auto, small=small) as session:
+            lease = EngineLease(session, served, choice, self, settings, target, small)
             try:
                 yield lease
             finally:
