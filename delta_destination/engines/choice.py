@@ -20,7 +20,7 @@ import os
 import shutil
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Optional
+from typing import Callable, Optional
 
 from ..errors import InvalidRequest
 from ..frozen import is_frozen
@@ -40,14 +40,17 @@ SMALL_BATCH_BYTES = 1 * 2**20      # of Arrow, the batch as read
 SMALL_TABLE_BYTES = 4 * 2**20      # of live Parquet, from the table's Delta log
 
 
-def small_statements(engine: str, batch_bytes: Optional[int], table_bytes: Optional[int]) -> bool:
-    """Does an operation with a batch of `batch_bytes` on a table of `table_bytes` (None: not known)
-    get the engine's session for small statements? Never when either size is unknown.
-    >>> small_statements("spark", 50_000, 60_000), small_statements("spark", 50_000, None)
+def small_statements(engine: str, batch_bytes: Optional[int], table_bytes: Callable[[], Optional[int]]) -> bool:
+    """Does an operation with a batch of `batch_bytes` on a table of `table_bytes()` (None: not known)
+    get the engine's session for small statements? Never when either size is unknown; the table
+    (a read of its Delta log) is measured only for a small batch on Spark.
+    >>> small_statements("spark", 50_000, lambda: 60_000), small_statements("spark", 50_000, lambda: None)
     (True, False)
     """
-    return (engine == SPARK and batch_bytes is not None and table_bytes is not None
-            and batch_bytes <= SMALL_BATCH_BYTES and table_bytes <= SMALL_TABLE_BYTES)
+    if engine != SPARK or batch_bytes is None or batch_bytes > SMALL_BATCH_BYTES:
+        return False
+    size = table_bytes()
+    return size is not None and size <= SMALL_TABLE_BYTES
 
 
 @dataclass(frozen=True)

@@ -206,10 +206,7 @@ class EngineRouter:
             choice = merge_choice(base, True, target, 0, budget)
             if choice.engine == SAIL and not settings.spark_remote and should_prestart(base, True, target, budget):
                 self.pool.prestart_spark(settings)
-        small = False
-        if batch_bytes is not None and choice.engine == SPARK:
-            target = target if target is not None else measure()
-            small = small_statements(choice.engine, batch_bytes, target)
+        small = small_statements(choice.engine, batch_bytes, lambda: target if target is not None else measure())
         with self._leased(settings, choice, target, small) as lease:
             try:
                 yield lease

@@ -22,12 +22,21 @@ ITEMS = TableSchema("items", (Column("id", T.LONG, primary_key=True), Column("na
 
 
 def test_the_rule_needs_both_sizes_small_and_spark():
-    assert small_statements("spark", 10_000, 50_000)
-    assert small_statements("spark", SMALL_BATCH_BYTES, SMALL_TABLE_BYTES)
-    assert not small_statements("spark", SMALL_BATCH_BYTES + 1, 0)
-    assert not small_statements("spark", 0, SMALL_TABLE_BYTES + 1)
-    assert not small_statements("spark", None, 0) and not small_statements("spark", 0, None)
-    assert not small_statements("sail", 10, 10)
+    size = lambda n: lambda: n  # noqa: E731
+    assert small_statements("spark", 10_000, size(50_000))
+    assert small_statements("spark", SMALL_BATCH_BYTES, size(SMALL_TABLE_BYTES))
+    assert not small_statements("spark", SMALL_BATCH_BYTES + 1, size(0))
+    assert not small_statements("spark", 0, size(SMALL_TABLE_BYTES + 1))
+    assert not small_statements("spark", None, size(0)) and not small_statements("spark", 0, size(None))
+    assert not small_statements("sail", 10, size(10))
+
+
+def test_the_table_is_measured_only_for_a_small_batch_on_spark():
+    def never():
+        raise AssertionError("measured")
+    assert not small_statements("spark", SMALL_BATCH_BYTES + 1, never)
+    assert not small_statements("sail", 10, never)
+    assert not small_statements("spark", None, never)
 
 
 @pytest.fixture(scope="module")
