@@ -416,5 +416,4 @@ class AzureStore(Store):
         return abfs_path(location, options.azure).split("://", 1)[1].split("/", 1)[0]
 
 
-
 STORE = AzureStore()

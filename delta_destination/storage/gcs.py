@@ -407,7 +407,6 @@ class GcsStore(Store):
         """Hadoop caches one GCS connector client per bucket per JVM."""
         return location.split("://", 1)[1].split("/", 1)[0]
 
-
     def hadoop_conf(self, root: str, options) -> dict[str, str]:
         return hadoop_conf(options.gcs)
 

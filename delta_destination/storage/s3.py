@@ -245,7 +245,6 @@ class S3Store(Store):
     def sail_environment(self, options: S3Options) -> dict[str, str]:
         return object_store_variables(options)
 
-
     def hadoop_conf(self, root: str, options: S3Options) -> dict[str, str]:
         """S3A settings for the warehouse's bucket (per bucket, so that one engine can serve
         buckets with different credentials); empty options leave S3A to its default chain."""

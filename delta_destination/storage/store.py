@@ -49,7 +49,6 @@ class Store:
         (the child's environment is readable by its owner only, unlike a command line)."""
         return {}
 
-
     def hadoop_conf(self, root: str, options) -> dict[str, str]:
         """Spark session settings (Hadoop's) that reach the warehouse at `root`."""
         return {}

@@ -4,9 +4,7 @@ in STORES."""
 from __future__ import annotations
 
 import os
-from typing import Mapping
-
-from typing import Optional
+from typing import Mapping, Optional
 
 from . import azure, gcs, local, s3
 from .files import Storage, url_scheme
