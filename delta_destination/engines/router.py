@@ -71,7 +71,6 @@ class EngineLease:
     choice: EngineChoice
     router: "EngineRouter"
     request: Settings                      # the request's own settings (engine auto stays auto)
-    target_bytes: Optional[int] = None     # the table's live Parquet bytes when the choice measured it
     small: bool = False                    # on the engine's session for small statements
     _leases: ExitStack = field(default_factory=ExitStack)
 
@@ -207,7 +206,7 @@ class EngineRouter:
             if choice.engine == SAIL and not settings.spark_remote and should_prestart(base, True, target, budget):
                 self.pool.prestart_spark(settings)
         small = small_statements(choice.engine, batch_bytes, lambda: target if target is not None else measure())
-        with self._leased(settings, choice, target, small) as lease:
+        with self._leased(settings, choice, small) as lease:
             try:
                 yield lease
             finally:
@@ -222,12 +221,11 @@ class EngineRouter:
             yield lease
 
     @contextmanager
-    def _leased(self, settings: Settings, choice: EngineChoice, target: Optional[int] = None,
-                small: bool = False) -> Iterator[EngineLease]:
+    def _leased(self, settings: Settings, choice: EngineChoice, small: bool = False) -> Iterator[EngineLease]:
         metrics.engine_chosen(choice.engine, choice.code)
         served = choice.settings(settings)
         with self.pool.lease(served, on_demand=choice.auto, small=small) as session:
-            lease = EngineLease(session, served, choice, self, settings, target, small)
+            lease = EngineLease(session, served, choice, self, settings, small)
             try:
                 yield lease
             finally:
