@@ -3,7 +3,7 @@
 `python -m testkit.tester`).
 
     .venv/bin/python scripts/tester_client.py --port 50052 --warehouse ./warehouse \
-        --input ../shared/fivetran-sdk-v2/tester-inputs/input.json --migrations
+        --input testdata/fivetran-tester-inputs/input.json --migrations
 """
 import sys
 from pathlib import Path

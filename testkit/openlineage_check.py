@@ -1,6 +1,6 @@
 """Validating OpenLineage events offline against the spec's JSON Schemas (shared by the tests
-of every door). The schemas are NOT in the repository: they are read from
-../shared/lineage/openlineage-spec/ (each file's "$id" is its canonical URL, so a registry keyed
+of every door). The schemas are vendored in testdata/openlineage-spec/ (PROVENANCE.md there;
+each file's "$id" is its canonical URL, so a registry keyed
 by "$id" resolves every cross-file $ref without network). The core schema checks facets only
 as BaseFacet, so each facet is also validated against the schema its `_schemaURL` names.
 """
@@ -16,9 +16,9 @@ from referencing import Registry, Resource
 
 from delta_destination.lineage.openlineage_events import COMMIT_FACET_SCHEMA
 
-from .server_process import SHARED
+from .server_process import TESTDATA
 
-SPEC = SHARED / "lineage" / "openlineage-spec"
+SPEC = TESTDATA / "openlineage-spec"
 
 
 def _registry() -> tuple[Registry, str]:

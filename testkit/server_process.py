@@ -15,8 +15,9 @@ from testkit.delta_read import storage_options_for
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-TESTER_INPUTS = SHARED / "fivetran-sdk-v2" / "tester-inputs"
+# Third-party files the tests need, vendored so that a clone runs alone (each folder's PROVENANCE.md).
+TESTDATA = ROOT / "testdata"
+TESTER_INPUTS = TESTDATA / "fivetran-tester-inputs"
 # The engines acceptance tests run against: both by default, e.g. DELTA_TEST_ENGINES=sail for a quick run.
 TEST_ENGINES = tuple(e for e in os.environ.get("DELTA_TEST_ENGINES", "sail,spark").split(",") if e)
 

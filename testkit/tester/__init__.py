@@ -1,7 +1,7 @@
 """A client that drives the destination the way Fivetran's destination tester does.
 
 It reads one tester input file (the JSON format of Fivetran's destination tester, see
-../shared/fivetran-sdk-v2/SEMANTICS.md "The tester's input format") and:
+testdata/fivetran-tester-inputs/PROVENANCE.md, "The format") and:
 
 1. builds every table of ``create_table`` with Fivetran's system columns and calls CreateTable,
    then AlterTable for every ``alter_table`` entry (runner.py);

@@ -1,7 +1,7 @@
 """The tester client on the command line, against a running destination:
 
     .venv/bin/python -m testkit.tester --port 50052 --warehouse ./warehouse \
-        --input ../shared/fivetran-sdk-v2/tester-inputs/input.json [--schema tester] \
+        --input testdata/fivetran-tester-inputs/input.json [--schema tester] \
         [--plain-text] [--compression zstd|gzip|off] [--live-only] [--migrations]
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The tester's input files (../shared/fivetran-sdk-v2/SEMANTICS.md "The tester's input format"):
+"""The tester's input files (testdata/fivetran-tester-inputs/PROVENANCE.md, "The format"):
 loading them, and the tables they declare, as Fivetran creates them."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Runtime rules from the SDK's guides (../shared/fivetran-sdk-v2/SEMANTICS.md) that have no
+"""Runtime rules from the SDK's guides (fivetran_partner_sdk's development-guide/) that have no
 better home: Warning responses, and Parquet batch files honouring file_params.compression.
 (128 MiB messages: test_server_process.py; history and migration rules: test_history_batch.py,
 test_migrate.py; DescribeTable params and AlterTable widening: test_rpc_tables.py.)"""
