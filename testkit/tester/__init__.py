@@ -22,7 +22,7 @@ Command line: ``python -m testkit.tester --help`` (cli.py).
 """
 from .cli import main
 from .compare import warehouse_of
-from .inputs import OP_TIME, build_table, has_history_tables, load_input
+from .inputs import OP_TIME, build_table, has_history_tables, input_files, load_input
 from .migrations import MIGRATIONS
 from .ops import OPS
 from .reference_model import ModelError, ModelTable, ReferenceModel
@@ -31,5 +31,5 @@ from .state import RunResult
 from .values import MAX_TS, file_value, migration_value, normalize
 
 __all__ = ["warehouse_of", "MAX_TS", "MIGRATIONS", "ModelError", "ModelTable", "OPS", "OP_TIME", "ReferenceModel", "RunResult",
-           "TesterRun", "build_table", "file_value", "has_history_tables", "load_input", "main", "migration_value",
+           "TesterRun", "build_table", "file_value", "has_history_tables", "input_files", "load_input", "main", "migration_value",
            "normalize", "run_input_file", "run_spec"]

@@ -1,9 +1,10 @@
-"""The tester's input files (testdata/fivetran-tester-inputs/PROVENANCE.md, "The format"):
+"""The tester's input files (testdata/fivetran-tester-inputs/PROVENANCE.md, "The format"): finding and
 loading them, and the tables they declare, as Fivetran creates them."""
 from __future__ import annotations
 
 import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from delta_destination.core.model import (
@@ -19,6 +20,15 @@ from delta_destination.core.model import (
 )
 
 OP_TIME = "op_time"  # a row's change time in history mode (dropped for live tables)
+
+
+def input_files(folder: Path) -> list[str]:
+    """Every input file under `folder`, as sorted relative paths. Raises when there is none: a test
+    parametrized over them then fails at collection instead of silently running no case."""
+    files = sorted(p.relative_to(folder).as_posix() for p in Path(folder).rglob("*.json"))
+    if not files:
+        raise FileNotFoundError(f"no tester input files (*.json) under {folder}")
+    return files
 
 
 def load_input(path) -> dict:

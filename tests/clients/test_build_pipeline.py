@@ -22,6 +22,7 @@ from delta_destination import frozen
 from delta_destination.frozen import embed
 from buildkit import requirements as reqs
 from testkit.server_process import ROOT, TESTER_INPUTS, RunningServer
+from testkit.tester import input_files
 
 PYINSTALLER = "pyinstaller==6.22.3"  # what the pipeline installs (`pip install pyinstaller`), pinned here
 
@@ -141,7 +142,7 @@ def binary_server(binary, tmp_path_factory):
     assert '"SEVERE"' not in log, log[-3000:]
 
 
-INPUT_FILES = sorted(p.relative_to(TESTER_INPUTS).as_posix() for p in TESTER_INPUTS.rglob("*.json"))
+INPUT_FILES = input_files(TESTER_INPUTS)
 
 
 @pytest.mark.slow

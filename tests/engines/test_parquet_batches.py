@@ -14,7 +14,7 @@ from testkit.delta_read import read_delta_table
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.doors.fivetran.batch_files import Compression, FileFormat
 
-INPUT_FILES = sorted(p.relative_to(TESTER_INPUTS).as_posix() for p in TESTER_INPUTS.rglob("*.json"))
+INPUT_FILES = tc.input_files(TESTER_INPUTS)
 
 
 def test_capabilities_parquet(parquet_server):

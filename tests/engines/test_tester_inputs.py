@@ -28,7 +28,7 @@ from delta_destination.core.model import Column, DataType as FT
 
 from testkit import tester as tc
 
-INPUT_FILES = sorted(p.relative_to(TESTER_INPUTS).as_posix() for p in TESTER_INPUTS.rglob("*.json"))
+INPUT_FILES = tc.input_files(TESTER_INPUTS)
 
 
 def _run(server, schema, rel, **kw):
@@ -56,6 +56,18 @@ def test_inputs_found():
     assert tc.has_history_tables(tc.load_input(TESTER_INPUTS / "input.json"))
     assert not tc.has_history_tables(tc.load_input(TESTER_INPUTS / "schema_migrations_input_ddl.json"))
     assert len(VARIANTS) == 2 * len(INPUT_FILES) - 3
+
+
+def test_a_folder_without_inputs_is_an_error(tmp_path):
+    """What a clone missing testdata/ would meet: the parametrized tests fail at collection instead of
+    running no case."""
+    with pytest.raises(FileNotFoundError):
+        tc.input_files(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.json").write_text("{}")
+    (tmp_path / "a.json").write_text("{}")
+    (tmp_path / "notes.md").write_text("")
+    assert tc.input_files(tmp_path) == ["a.json", "sub/b.json"]
 
 
 MIGRATION_FILES = [p for p in INPUT_FILES if p.startswith("schema_migrations_")]
