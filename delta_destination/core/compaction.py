@@ -15,8 +15,9 @@ bigger ones with delta-rs's `optimize.compact`:
   optimistic concurrency (delta-rs checks the files it rewrote against commits made since, and
   fails the compaction, never their commit);
 - only tables whose protocol delta-rs writes as it is: reader version 1 and writer version 2 or
-  below, no table features (what Sail creates). Tables with deletion vectors or column mapping
-  (what Spark creates here) are left to upkeep on Spark (core/upkeep.py);
+  below without table features (what Sail creates), or deletion vectors as their only feature
+  (what big tables get, router.EngineLease.rewrite_properties). Tables with column mapping (what
+  Spark creates here) are left to upkeep on Spark (core/upkeep.py);
 - a failure is logged once per table and the table is not tried again by this process (e.g. a
   store where delta-rs has no safe commit), so a stream is never slowed by retries.
 """
@@ -55,12 +56,24 @@ class CompactionPolicy:
         return self.min_small_files > 0 and sum(1 for s in sizes if s < self.target_bytes) >= self.min_small_files
 
 
-def writable_as_is(min_reader: int, min_writer: int, features: Optional[list[str]]) -> bool:
+# Table features delta-rs 1.6.6 keeps when it compacts: deletion vectors (it applies a file's vector
+# while rewriting it: the same rows before and after, tests/engines/test_compaction.py) and the
+# legacy writer features every reader-3/writer-7 table lists. Column mapping is not among them.
+COMPACTABLE_FEATURES = frozenset({"deletionVectors", "appendOnly", "invariants"})
+
+
+def writable_as_is(min_reader: int, min_writer: int, features: Optional[list[str]],
+                   reader_features: Optional[list[str]] = None) -> bool:
     """Does delta-rs rewrite this table's files without a feature it might not keep?
-    >>> writable_as_is(1, 2, None), writable_as_is(3, 7, ["deletionVectors"]), writable_as_is(1, 4, None)
-    (True, False, False)
+    >>> writable_as_is(1, 2, None), writable_as_is(3, 7, ["deletionVectors"], ["deletionVectors"])
+    (True, True)
+    >>> writable_as_is(1, 4, None), writable_as_is(2, 5, None), writable_as_is(3, 7, ["columnMapping"], ["columnMapping"])
+    (False, False, False)
     """
-    return min_reader <= 1 and min_writer <= 2 and not features
+    if min_reader <= 1 and min_writer <= 2 and not features:
+        return True
+    return (min_reader == 3 and min_writer == 7 and set(features or ()) <= COMPACTABLE_FEATURES
+            and set(reader_features or ()) <= {"deletionVectors"})
 
 
 class SmallFileCompaction:
@@ -109,7 +122,8 @@ class SmallFileCompaction:
                 return False    # dropped meanwhile
             table = open_table(ref.warehouse, ref.location, for_commits=True)
             protocol = table.protocol()
-            if not writable_as_is(protocol.min_reader_version, protocol.min_writer_version, protocol.writer_features):
+            if not writable_as_is(protocol.min_reader_version, protocol.min_writer_version, protocol.writer_features,
+                                  protocol.reader_features):
                 with self._lock:
                     self._given_up.add(ref.location)
                 return False

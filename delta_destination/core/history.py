@@ -39,12 +39,13 @@ import pyarrow.compute as pc
 from .. import logs
 from ..errors import SchemaMismatch
 from ..settings import Settings
-from .writer import CommitGuard, check_keys, commit, guard_merge, positional_arrays
+from .writer import CommitGuard, check_keys, commit, guard_merge, positional_arrays, skipping_filter
 from .registry import TableRegistry, OpenTable
 from .changes import ChangeSet, Changes, CommitResult, Op
 from .model import ACTIVE, END, START, TableSchema
 from .sql import H_CLOSE as OP_CLOSE, H_DELETE as OP_DELETE, H_UPSERT as OP_UPSERT
 from .sql import history_current_versions_sql, history_merge_sql
+from .target_files import batch_key_values
 from .types import arrow_type
 
 log = logs.get(__name__)
@@ -100,7 +101,8 @@ class HistoryWriter:
                 guard_merge(t, source)
                 self.registry.prepare_rewrite(t, guard)
                 with t.eng.shipped(source, t.warehouse) as view:
-                    sql = history_merge_sql(t.sql_name, view, table, keys, START, END, ACTIVE)
+                    sql = history_merge_sql(t.sql_name, view, table, keys, START, END, ACTIVE,
+                                            skipping_filter(t, keys, batch_key_values(source, table, keys)))
                     commit(t, f"merge into {t.display}", sql, guard)
                 t.outcome.committed = True
                 t.outcome.inserted, t.outcome.updated, t.outcome.deleted = counts["replace"] + counts["update"], 0, counts["delete"]
@@ -114,8 +116,11 @@ class HistoryWriter:
     def _current_versions(self, t: OpenTable, plan: "_Planner") -> pa.Table:
         """The stored versions a batch can touch, for the batch's keys: the active one, those at or
         after eff, and the latest one before eff (the version new ones continue from)."""
-        with t.eng.shipped(plan.key_starts(), t.warehouse) as view:
-            sql = history_current_versions_sql(t.sql_name, view, plan.keys, START, ACTIVE)
+        key_starts = plan.key_starts()
+        batch_keys = {k: key_starts.column(f"k{i}") for i, k in enumerate(plan.keys)}
+        with t.eng.shipped(key_starts, t.warehouse) as view:
+            sql = history_current_versions_sql(t.sql_name, view, plan.keys, START, ACTIVE,
+                                               skipping_filter(t, plan.keys, batch_keys))
             got = t.eng.arrow("read current versions", sql)
         cols = [got.column(c.name).cast(arrow_type(c)) for c in t.table.columns]
         return pa.Table.from_arrays(cols, names=t.table.column_names)

@@ -26,6 +26,7 @@ from .changes import ChangeSet
 from .events import Events, TableOutcome
 from .delta_log import commits_keep_metadata, table_configuration
 from .memory import TableSize, table_size
+from .target_files import FileStats, TouchedFiles, read_file_stats, touched_files
 from .metastore import Metastore
 from .model import TableSchema
 from .types import column_from_spark, same_storage
@@ -79,6 +80,7 @@ class OpenTable:
     outcome: TableOutcome
     table: Optional[TableSchema]
     size: Optional[TableSize] = None  # the table's live files when the router measured it at opening (None: not measured)
+    _stats: Optional[FileStats] = None  # its files' key statistics, once read (touched)
 
     @property
     def eng(self) -> EngineSession:
@@ -109,6 +111,13 @@ class OpenTable:
         if self.size is None:
             self.size = table_size(self.ref)
         return self.size
+
+    def touched(self, keys: list[str], batch_keys: dict) -> Optional[TouchedFiles]:
+        """The files a keyed write of `batch_keys` can touch, from the table's Delta log (its key
+        statistics read once per operation; None where the destination cannot read the log)."""
+        if self._stats is None:
+            self._stats = read_file_stats(self.ref, keys)
+        return touched_files(self._stats, batch_keys) if self._stats is not None else None
 
     def input(self, read: Callable[[TableSchema], T], ahead: Optional["ReadAhead"]) -> T:
         """The request's input for the table as it is now: what was read ahead of the lock when

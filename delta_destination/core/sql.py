@@ -133,15 +133,19 @@ def newer_sql(table: TableSchema, columns: Sequence[str]) -> str:
 
 
 def merge_sql(target: str, view: str, table: TableSchema, keys: Sequence[str], ops: set[int],
-              keep_flags: set[int], newer_by: Sequence[str] = ()) -> str:
+              keep_flags: set[int], newer_by: Sequence[str] = (), target_filter: str | None = None) -> str:
     """One MERGE applying upserts, partial updates and deletes; `keep_flags` are the columns
-    whose source has a u<i> flag (keep the stored value where it is true).
+    whose source has a u<i> flag (keep the stored value where it is true). `target_filter`: a
+    predicate on the target alone that every row a batch key can match satisfies
+    (core/target_files.py), added to the ON clause so that the engine can skip files by it.
 
     >>> t = TableSchema("t", (Column("id", DataType.INT, primary_key=True), Column("a", DataType.STRING)))
     >>> print(merge_sql("t1", "v", t, ["id"], {0, 2}, set()))  # doctest: +NORMALIZE_WHITESPACE
     MERGE INTO t1 AS t USING v AS s ON t.`id` = s.c0 WHEN MATCHED AND s.op = 2 THEN DELETE
      WHEN MATCHED AND s.op <> 2 THEN UPDATE SET `a` = s.c1
      WHEN NOT MATCHED AND s.op = 0 THEN INSERT (`id`, `a`) VALUES (s.c0, s.c1)
+    >>> print(merge_sql("t1", "v", t, ["id"], {2}, set(), target_filter="t.`id` IN (1, 7)"))
+    MERGE INTO t1 AS t USING v AS s ON t.`id` = s.c0 AND (t.`id` IN (1, 7)) WHEN MATCHED AND s.op = 2 THEN DELETE
     """
     sets = []
     for i, c in enumerate(table.columns):
@@ -161,7 +165,8 @@ def merge_sql(target: str, view: str, table: TableSchema, keys: Sequence[str], o
         clauses.append(f"WHEN NOT MATCHED AND s.op = {OP_UPSERT} THEN {insert_clause(table)}")
     if not clauses:
         return ""
-    return f"MERGE INTO {target} AS t USING {view} AS s ON {key_match(table, keys)} " + " ".join(clauses)
+    on = key_match(table, keys) + (f" AND ({target_filter})" if target_filter else "")
+    return f"MERGE INTO {target} AS t USING {view} AS s ON {on} " + " ".join(clauses)
 
 
 def insert_clause(table: TableSchema) -> str:
@@ -222,10 +227,12 @@ def delete_outside_sql(target: str, column: str, below: int | None = None, at_or
 H_UPSERT, H_CLOSE, H_DELETE = 0, 1, 2
 
 
-def history_current_versions_sql(target: str, keys_view: str, keys: Sequence[str], start: str, active: str) -> str:
+def history_current_versions_sql(target: str, keys_view: str, keys: Sequence[str], start: str, active: str,
+                                 target_filter: str | None = None) -> str:
     """The stored versions a history batch can touch, for the batch's keys (view columns
-    k0..kn, eff): the active one, those at or after eff, and the latest one before eff."""
-    on = " AND ".join(f"t.{q(k)} = k.k{i}" for i, k in enumerate(keys))
+    k0..kn, eff): the active one, those at or after eff, and the latest one before eff.
+    `target_filter`: as merge_sql's (a predicate on `t` the engine can skip files by)."""
+    on = " AND ".join(f"t.{q(k)} = k.k{i}" for i, k in enumerate(keys)) + (f" AND ({target_filter})" if target_filter else "")
     part = ", ".join(f"k.k{i}" for i in range(len(keys)))
     s_, a_ = q(start), q(active)
     return (
@@ -237,12 +244,12 @@ def history_current_versions_sql(target: str, keys_view: str, keys: Sequence[str
 
 
 def history_merge_sql(target: str, view: str, table: TableSchema, keys: Sequence[str], start: str, end: str,
-                      active: str) -> str:
+                      active: str, target_filter: str | None = None) -> str:
     """One MERGE of history row actions keyed by (key, start): delete, close (end + inactive),
-    replace in place, or insert a new version."""
+    replace in place, or insert a new version. `target_filter`: as merge_sql's."""
     names = table.column_names
     idx = {n: i for i, n in enumerate(names)}
-    on = " AND ".join(f"t.{q(k)} = s.c{idx[k]}" for k in list(keys) + [start])
+    on = " AND ".join(f"t.{q(k)} = s.c{idx[k]}" for k in list(keys) + [start]) + (f" AND ({target_filter})" if target_filter else "")
     sets = ", ".join(f"{q(c.name)} = {value_expr(i, c)}" for i, c in enumerate(table.columns)
                      if c.name not in keys and c.name != start)
     close = f"{q(active)} = false, {q(end)} = s.c{idx[end]}"

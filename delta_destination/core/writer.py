@@ -23,6 +23,7 @@ from .key_ranges import keys_cannot_match
 from .memory import check_budget
 from .model import TableSchema
 from .sql import OP_APPEND, OP_DELETE, OP_UPDATE, OP_UPSERT, insert_sql, key_probe_sql, merge_sql
+from .target_files import batch_key_values, target_predicate
 from .types import arrow_type
 
 log = logs.get(__name__)
@@ -126,6 +127,21 @@ def flagged_columns(source: pa.Table) -> set[int]:
     return {int(n[1:]) for n in source.column_names if n.startswith("u")}
 
 
+def skipping_filter(t: OpenTable, keys: list[str], batch_keys: dict[str, pa.Array]) -> Optional[str]:
+    """The predicate on the target that lets the engine skip files for this keyed write
+    (core/target_files.py), or None: on an engine that reads every file whatever the predicate
+    (the dialect says), or where the Delta log shows that every file can hold a batch key. Where
+    the log cannot be read here the predicate is given (it never changes a result)."""
+    if not t.eng.dialect.merge_skips_files_by_target_predicate:
+        return None
+    touched = t.touched(keys, batch_keys)
+    if touched is not None:
+        log.info(f"merge into {t.display}: {touched.describe()} ({touched.bytes} of {touched.of_bytes} bytes)")
+        if not touched.skips_any:
+            return None
+    return target_predicate(t.table, keys, batch_keys)
+
+
 def guard_merge(t: OpenTable, source: pa.Table) -> bool:
     """Before a MERGE on an engine whose MERGE memory grows with the table (the router knows
     which): the router may move the request to another engine before anything is written (True:
@@ -213,15 +229,17 @@ class Writer:
                 if OP_UPSERT in ops:
                     commit(t, f"append to {t.display}", insert_sql(t.sql_name, view, t.table), guard)
                 return
+            batch_keys = batch_key_values(source, t.table, keys)
             if not guard_merge(t, source):
                 self.registry.prepare_rewrite(t, guard)
-                sql = merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by)
+                sql = merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by,
+                                skipping_filter(t, keys, batch_keys))
                 commit(t, f"merge into {t.display}", sql, guard)
                 return
         # Moved to Apache Spark by the memory guard (engine auto): the source goes there.
         self.registry.prepare_rewrite(t, guard)
         with t.eng.shipped(source, t.warehouse) as view:
-            sql = merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by)
+            sql = merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by, skipping_filter(t, keys, batch_keys))
             commit(t, f"merge into {t.display}", sql, guard)
 
 

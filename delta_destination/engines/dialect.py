@@ -120,6 +120,14 @@ class Dialect:
         more than that join (see the dialects)."""
         return True
 
+    # Does the engine's MERGE skip target files by a predicate on the target alone in its ON clause
+    # (core/target_files.py)? Where it does not, the predicate is only a cost per row.
+    merge_skips_files_by_target_predicate = False
+    # From this much live Parquet a table gets deletion vectors before the engine's first rewrite
+    # of it (router.EngineLease.rewrite_properties): a MERGE then marks the rows it replaces
+    # instead of copying every other row of each file it touches. None: never.
+    deletion_vectors_from_bytes: int | None = None
+
     # -- memory ------------------------------------------------------------------------------------
     def merge_memory_estimate(self, target_bytes: int, source_bytes: int) -> int | None:
         """Peak bytes of a process running a MERGE of `source_bytes` (Arrow) into a table of
@@ -160,6 +168,14 @@ class SailDialect(Dialect):
     """
 
     name = "sail"
+
+    # Sail 0.7.2's MERGE into a table with deletion vectors writes the replaced rows' positions
+    # (numTargetRowsCopied 0) instead of copying every file it touches: a 100-row upsert (50 keys
+    # spread over the table) into 2M rows copied 1,950,000 rows and took 14.4 s without them, 0 rows
+    # and 2.6 s with them (docs/big-tables.md). Below this size a copy of the touched files is
+    # cheap, and the table stays readable by readers without the feature (delta-rs's
+    # to_pyarrow_table, Polars).
+    deletion_vectors_from_bytes = 64 * 2**20
 
     def __init__(self, own_process: bool = False):
         """`own_process`: the session's engine is a process of this destination's (supervised: it is
@@ -328,6 +344,13 @@ class SparkDialect(Dialect):
     # 3.8 to 2.9 s, but make a 1M-row initial load 1.9x slower (26 -> 50 s; docs/performance-analysis.md).
     # So only statements on small tables with small batches get a session with them.
     small_statement_conf = {"spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.codegen.wholeStage": "false"}
+
+    # delta-spark's MERGE prunes its target by the ON clause's target-only predicates with the Delta
+    # log's per-file statistics before it joins (measured: docs/big-tables.md).
+    merge_skips_files_by_target_predicate = True
+    # On a small table a MERGE with deletion vectors took 6.0 s, without 3.5-4.0 s (125 rows into
+    # 2,000, a warm local engine, 2 cores, bench/spark_statements.py).
+    deletion_vectors_from_bytes = 8 * 2**20
 
     def probes_keys_before_merge(self, target_bytes: Callable[[], int | None]) -> bool:
         """delta-spark's MERGE finds the touched files first and, when there are none, only writes

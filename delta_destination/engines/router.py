@@ -30,13 +30,9 @@ log = logs.get(__name__)
 
 __all__ = ["EngineRouter", "EngineLease", "EngineSession", "MergePlan", "PropertyChange", "check_warehouse"]
 
-# Spark's MERGE, UPDATE and DELETE mark rows in a deletion vector instead of rewriting their files.
+# MERGE, UPDATE and DELETE mark rows in a deletion vector instead of rewriting their files (Apache
+# Spark + Delta, and Sail's MERGE); each dialect says from which table size (deletion_vectors_from_bytes).
 DELETION_VECTORS = "delta.enableDeletionVectors"
-# ... which pays off once copying the files a MERGE touches costs more than writing and reading
-# deletion vectors: on a small table a MERGE with them took 6.0 s, without 3.5-4.0 s (125 rows into
-# 2,000, a warm local engine, 2 cores, bench/spark_statements.py), while a 1M-row table's upsert
-# copies every file it touches without them. Below this much live Parquet a table stays without.
-DELETION_VECTORS_FROM_BYTES = 8 * 2**20
 
 
 @dataclass(frozen=True)
@@ -113,21 +109,24 @@ class EngineLease:
         deletion vectors Spark's MERGE copies every unchanged row of every file it touches, which
         with uniform keys is the whole table: tables auto moves to Spark for their size get them
         at their first Spark rewrite (docs/benchmarks.md: the 100k upsert into 3M rows on a fresh
-        server took 68 s with them, 109-111 s without), and so does any table Spark rewrites once it
-        holds DELETION_VECTORS_FROM_BYTES. Tables are created without them on both engines, so small
-        tables' MERGEs stay cheap. Sail 0.7.2 and delta-rs read and write such tables
-        (tests/engines/test_cross_engine.py)."""
-        if self.session.name != SPARK:
+        server took 68 s with them, 109-111 s without), and so does any table an engine rewrites once
+        it holds that engine's `deletion_vectors_from_bytes` (Spark: 8 MiB; Sail: 64 MiB, where its
+        MERGE stops copying the files it touches). Tables are created without them on both engines,
+        so small tables' MERGEs stay cheap and readable by every reader. Sail 0.7.2 and delta-rs read
+        and write such tables (tests/engines/test_cross_engine.py); delta-rs also compacts them."""
+        threshold = self.session.dialect.deletion_vectors_from_bytes
+        if threshold is None:
             return None
         if self.choice.code != "merge_over_budget":   # moved for its size: big by definition
             size = table_bytes()
-            if size is not None and size < DELETION_VECTORS_FROM_BYTES:
+            if (size is not None and size < threshold) or (size is None and self.session.name != SPARK):
                 return None
         current = configuration()
         if current is None or current.get(DELETION_VECTORS, "").lower() == "true":
             return None
-        return PropertyChange({DELETION_VECTORS: "true"}, "turning deletion vectors on before its first rewrite on Apache "
-                              "Spark (a MERGE then marks replaced rows instead of copying every file it touches)")
+        engine = "Apache Spark" if self.session.name == SPARK else "embedded Sail"
+        return PropertyChange({DELETION_VECTORS: "true"}, f"turning deletion vectors on before its first rewrite on {engine} "
+                              "(a MERGE then marks replaced rows instead of copying every file it touches)")
 
     def close(self, location: Optional[str]) -> None:
         """The operation ended: a lease taken on the way ends, and an operation auto ran on Spark
