@@ -3,9 +3,11 @@ Arrow table, sorted, or by key), its version, properties and commits.
 
 delta-rs (the `deltalake` package) reads the table through its own query engine
 (QueryBuilder), which applies deletion vectors and column mapping. We avoid
-`DeltaTable.to_pyarrow_table()` / `to_pyarrow_dataset()`: on deltalake 1.6.6 they
-refuse both features, and abort the interpreter at exit about half the time
-("terminate called without an active exception").
+`DeltaTable.to_pyarrow_table()` / `to_pyarrow_dataset()`: on deltalake 1.6.6 they refuse a
+table with deletion vectors (a DeltaProtocolError naming the reader feature), answer every
+value NULL without an error on a table with column mapping (what `--engine spark` creates;
+issue 37), and abort the interpreter at exit about half the time ("terminate called without
+an active exception").
 
 Tables on object storage take delta-rs `storage_options`, given per call or registered once per
 store prefix (`register_storage("s3://bucket/", options)`, as the test session's S3 server does), so
