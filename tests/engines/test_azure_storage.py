@@ -35,9 +35,10 @@ from delta_destination.engines import session as engine_session, shipping
 from delta_destination.engines.pool import EnginePool
 from delta_destination.engines.router import EngineRouter
 from delta_destination.settings import Settings
-from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
+from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR, Warehouse
 from testkit.core_changes import changes, order, rows_by_id, typed
 from testkit.delta_read import delta_version, read_delta_table
+from testkit.removals import leftovers, plant_dead_probe, plant_failed_create
 
 UTC = dt.timezone.utc
 ORDERS = TableSchema("orders", (
@@ -130,6 +131,45 @@ def test_every_operation_on_azure_leaves_only_tables(azure_server, core, setting
     assert core.probe(settings) is None   # the setup test warehouse_writable
     assert blobs_outside_tables(azure_server, settings, {"s/orders"}) == []
     assert azure_server.account_key not in caplog.text
+
+
+@pytest.fixture(params=["sail", "spark"])
+def engine_name(request):
+    return request.param
+
+
+def test_removals_on_azure_leave_nothing_under_removed_prefixes(azure_server, core, engine_name, request):
+    """Issue 40: on Spark, Hadoop ABFS marks every folder it makes with a blob of the folder's name,
+    and the removals took a marked table for that one blob. A RenameTable (a copy, then a drop of
+    the source), a DropTable, a CreateTable over what a CREATE that died left, the setup test, and
+    the removal of a dead process's probe: afterwards the container's own listing (every blob as
+    stored) holds only the remaining table and its folders' markers."""
+    extra = {"spark_remote": request.getfixturevalue("shared_spark").url} if engine_name == "spark" else {}
+    settings = Settings.create(azure_server.url(f"rm-{uuid.uuid4().hex[:8]}/wh"), engine=engine_name,
+                               **azure_server.settings(), **extra)
+    prefix = prefix_of(settings)
+
+    def plant(rel: str, data: bytes, folder: bool) -> None:
+        if folder:
+            azure_server.put_folder_marker(prefix + rel)
+        else:
+            with azure_server.filesystem().open_output_stream(f"{azure_server.container}/{prefix}{rel}") as f:
+                f.write(data)
+
+    core.tables.create(settings, "s", ORDERS)
+    core.writer.write(settings, "s", "orders", lambda t: changes(Changes(Op.UPSERT, typed(t, [order(i) for i in (1, 2, 3)]))))
+    assert core.migrate(settings, MigrationDetails("s", "orders", RenameTable("orders", "renamed"))) == SUCCESS
+    assert sorted(rows(azure_server, core, settings, "renamed")) == [1, 2, 3]
+    assert core.migrate(settings, MigrationDetails("s", "renamed", DropTable())) == SUCCESS
+    assert core.table_names(settings, "s") == []
+    plant_failed_create(plant, "s/half")
+    core.tables.create(settings, "s", TableSchema("half", ORDERS.columns[:2]))
+    assert core.probe(settings) is None   # the setup test warehouse_writable
+    dead = plant_dead_probe(plant)
+    assert any(b.startswith(prefix + dead + "/") for b in azure_server.list_blobs(prefix))
+    assert Warehouse(settings.warehouse, settings.storage).clean_leftovers() == 1
+    assert leftovers(azure_server.list_blobs(prefix), prefix, ["s/half"]) == []
+    assert core.table_names(settings, "s") == ["half"] and rows(azure_server, core, settings, "half") == {}
 
 
 def test_a_batch_over_the_local_relation_limit_is_staged_on_azure_and_removed(azure_server, core, settings, monkeypatch):
