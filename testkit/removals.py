@@ -25,7 +25,7 @@ DEAD_PID = 999999999
 def plant_failed_create(plant: Plant, table: str) -> None:
     """What a CREATE of `table` (`schema/table`) that died before its commit leaves: the folders it
     made (marked) and a temporary commit file, no commit, no data file."""
-    for folder in (table.split("/")[0], table, f"{table}/_delta_log"):
+    for folder in (table, f"{table}/_delta_log"):
         plant(folder, b"", True)
     plant(f"{table}/_delta_log/.00000000000000000000.json.{uuid.uuid4().hex}.tmp", b"{}", False)
 

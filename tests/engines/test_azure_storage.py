@@ -292,26 +292,32 @@ def start_server(dedicated_server, azure_server, tmp_path, engine, warehouse, na
     return dedicated_server(warehouse, tmp_path / f"{name}.log", engine=engine, env=azure_server.env())
 
 
-# The full tier runs it on the embedded engine; on Spark (90 s with the shared JVM) in `make test-slow`,
-# while the two-writers test below keeps Spark on Azure in the full tier.
+# The full tier runs input.json on the embedded engine; on Spark (90 s with the shared JVM) and the
+# migrations input (its drops and renames: issue 40) in `make test-slow`, while the two-writers test
+# below and the removals test above keep Spark on Azure in the full tier.
+@pytest.mark.parametrize("rel", ["input.json", pytest.param("schema_migrations_input_dml.json", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("engine_name", ["sail", pytest.param("spark", marks=pytest.mark.slow)])
-def test_tester_input_on_azure_through_a_server(azure_server, dedicated_server, tmp_path, engine_name):
-    """input.json (live: creates, upserts, updates, soft and hard deletes, truncates) through a
-    Fivetran server on each engine (Spark: ABFS on Azurite's Blob endpoint); delta-rs reads
-    every table back. Afterwards no blob of the destination's own is left, and the account key is
-    in no log line."""
+def test_tester_input_on_azure_through_a_server(azure_server, dedicated_server, tmp_path, engine_name, rel):
+    """A public tester input through a Fivetran server on each engine (Spark: ABFS on Azurite's Blob
+    endpoint): input.json (live: creates, upserts, updates, soft and hard deletes, truncates), and
+    schema_migrations_input_dml.json (drops, renames and copies of tables among its migrations);
+    delta-rs reads every table back. Afterwards the container holds only the input's final tables
+    (no blob of a dropped or renamed-away table, none of the destination's own), and the account key
+    is in no log line."""
     from testkit import tester as tc
     from testkit.server_process import TESTER_INPUTS
 
     warehouse = azure_server.url(f"tester-{uuid.uuid4().hex[:8]}/wh")
     srv = start_server(dedicated_server, azure_server, tmp_path, engine_name, warehouse, engine_name)
     log: list[str] = []
-    result = tc.run_input_file(srv.stub, warehouse, TESTER_INPUTS / "input.json", "tester", log=log.append,
-                               storage_options=azure_server.storage_options(), live_only=True)
+    result = tc.run_input_file(srv.stub, warehouse, TESTER_INPUTS / rel, "tester", log=log.append,
+                               storage_options=azure_server.storage_options(),
+                               live_only="migrations" not in rel, run_migrations="migrations" in rel)
     assert result.ok, "\n".join(log + result.problems)
     settings = Settings.create(warehouse, engine="sail", **azure_server.settings())
     tables = {tc.warehouse_of(warehouse).table_location("tester", t)[len(warehouse) + 1:] for t in result.tables}
     assert tables and blobs_outside_tables(azure_server, settings, tables) == []
+    assert leftovers(azure_server.list_blobs(prefix_of(settings)), prefix_of(settings), tables) == []
     srv.stop()
     assert azure_server.account_key not in Path(srv.log_path).read_text(errors="replace")
 
