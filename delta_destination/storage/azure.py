@@ -270,7 +270,7 @@ class AzureStorage(Storage):
     @staticmethod
     def _delete_dir(filesystem, path: str) -> None:
         try:
-            filesystem.delete_dir(path)
+            retried(lambda: filesystem.delete_dir(path))
         except FileNotFoundError:
             pass
 

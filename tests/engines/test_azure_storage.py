@@ -172,6 +172,38 @@ def test_removals_on_azure_leave_nothing_under_removed_prefixes(azure_server, co
     assert core.table_names(settings, "s") == ["half"] and rows(azure_server, core, settings, "half") == {}
 
 
+def test_removing_a_tree_that_hadoop_abfs_marked_takes_its_markers_and_nothing_beside(azure_server):
+    """Issue 40's cause, at the store: Hadoop ABFS marks each folder it makes on a flat namespace
+    with an empty blob of the folder's name, which pyarrow reports as a file. A table's removal
+    (data first, the log last) and a probe's take every blob under the prefix and the marker of the
+    prefix itself; a sibling table and the schema stay, and a listing names each folder once."""
+    from delta_destination.storage import storage_for
+
+    base = f"abfs-{uuid.uuid4().hex[:8]}/wh"
+    storage = storage_for(azure_server.url(base), Settings.create(azure_server.url(base), **azure_server.settings()).storage)
+    fs_ = azure_server.filesystem()
+
+    def plant_table(rel: str) -> None:
+        for folder in (rel, f"{rel}/_delta_log", f"{rel}/_delta_log/_staged_commits", f"{rel}/Bx"):
+            azure_server.put_folder_marker(f"{base}/{folder}")
+        for name, data in ((f"{rel}/_delta_log/00000000000000000000.json", b"{}"), (f"{rel}/Bx/part-0.parquet", b"PAR1"),
+                           (f"{rel}/part-1.parquet", b"PAR1")):
+            with fs_.open_output_stream(f"{azure_server.container}/{base}/{name}") as f:
+                f.write(data)
+
+    azure_server.put_folder_marker(f"{base}/s")
+    for rel in ("s/t", "s/keep", f"{PROBE_PREFIX}x"):
+        plant_table(rel)
+    listed = storage.list(azure_server.url(f"{base}/s/t"))
+    assert sorted((e.name, e.is_dir) for e in listed) == [("Bx", True), ("_delta_log", True), ("part-1.parquet", False)]
+    storage.delete_table_files(azure_server.url(f"{base}/s/t"))
+    storage.delete_tree(azure_server.url(f"{base}/{PROBE_PREFIX}x"))
+    left = [b[len(base) + 1:] for b in azure_server.list_blobs(base + "/")]
+    assert leftovers(left, "", ["s/keep"]) == []
+    assert "s/keep/_delta_log/00000000000000000000.json" in left and "s" in left
+    assert not storage.exists(azure_server.url(f"{base}/s/t"))
+
+
 def test_a_batch_over_the_local_relation_limit_is_staged_on_azure_and_removed(azure_server, core, settings, monkeypatch):
     monkeypatch.setattr(engine_session, "LOCAL_RELATION_LIMIT", 1)
     monkeypatch.setattr(shipping, "LOCAL_RELATION_LIMIT", 1)
