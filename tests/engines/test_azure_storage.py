@@ -10,9 +10,12 @@ mode) and this process's environment has no AZURE_* variable: they reach Sail th
 its own. The account key is random per server, so the logs can be searched for it.
 
 On the Apache Spark engine (the session's shared JVM, hadoop-azure's ABFS on Azurite's Blob endpoint,
-as `abfs://` over plain HTTP): input.json through a `--engine spark` server, and a Sail and a Spark
-destination committing to one table at once (AzureLogStore's rename without overwrite is a
-conditional copy on the Blob endpoint: no commit lost). Those servers get the standard variables.
+as `abfs://` over plain HTTP): the removals (a rename, a drop, a create over a failed one, the setup
+test, a dead probe's cleanup; issue 40: ABFS marks every folder with a blob of its name), the public
+tester inputs through a `--engine spark` server (slow tier), and a Sail and a Spark destination
+committing to one table at once (AzureLogStore's rename without overwrite is a conditional copy on the
+Blob endpoint: no commit lost). Those servers get the standard variables. Leftovers are looked for in
+the container's raw Blob listing (AzureServer.list_blobs), which shows marker blobs as they are.
 """
 from __future__ import annotations
 
