@@ -8,7 +8,8 @@ Readers must see each table appear or vanish in one step. How, by warehouse:
   the table appears with its first (and only) commit, which holds every row. A rename is
   that copy followed by a drop of the source; a replay that finds both finishes the drop
   (the copy carries a marker naming its source and version). A drop first commits an empty
-  version (readers see no rows from then on), then deletes the files. Both leave a note in
+  version (readers see no rows from then on), takes the catalog entry away, then deletes the
+  files, the log last (docs/object-storage.md, "Removing a table"). Both leave a note in
   the warehouse's trash first, so what a crash interrupts is finished at the next start.
   A renamed table starts a new history (one commit); time travel to before the rename is
   not kept.
