@@ -98,9 +98,11 @@ def warehouse_of(warehouse, storage_options: Optional[dict] = None) -> Warehouse
     gcs = GcsOptions(service_account_key=o.get("google_service_account_key", ""),
                      credentials_file=o.get("google_application_credentials", ""))
     account, endpoint = o.get("azure_storage_account_name", ""), o.get("azure_storage_endpoint", "").rstrip("/")
+    if account and endpoint.endswith("/" + account):
+        endpoint = endpoint[:-len(account) - 1]   # an emulator addresses the account in the path
     azure = AzureOptions(account_name=account, account_key=o.get("azure_storage_account_key", ""),
                          sas_token=o.get("azure_storage_sas_token", ""), use_emulator=bool(endpoint),
-                         emulator_url=endpoint[:-len(account) - 1] if account and endpoint.endswith("/" + account) else endpoint)
+                         emulator_url=endpoint)
     options = StorageOptions(endpoint=o.get("AWS_ENDPOINT_URL", ""), region=o.get("AWS_REGION", ""),
                              access_key_id=o.get("AWS_ACCESS_KEY_ID", ""),
                              secret_access_key=o.get("AWS_SECRET_ACCESS_KEY", ""), gcs=gcs, azure=azure)

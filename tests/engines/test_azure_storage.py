@@ -160,7 +160,8 @@ def test_removals_on_azure_leave_nothing_under_removed_prefixes(azure_server, co
                 f.write(data)
 
     core.tables.create(settings, "s", ORDERS)
-    core.writer.write(settings, "s", "orders", lambda t: changes(Changes(Op.UPSERT, typed(t, [order(i) for i in (1, 2, 3)]))))
+    batch = [order(i) for i in (1, 2, 3)]
+    core.writer.write(settings, "s", "orders", lambda t: changes(Changes(Op.UPSERT, typed(t, batch))))
     assert core.migrate(settings, MigrationDetails("s", "orders", RenameTable("orders", "renamed"))) == SUCCESS
     assert sorted(rows(azure_server, core, settings, "renamed")) == [1, 2, 3]
     assert core.migrate(settings, MigrationDetails("s", "renamed", DropTable())) == SUCCESS
@@ -183,14 +184,15 @@ def test_removing_a_tree_that_hadoop_abfs_marked_takes_its_markers_and_nothing_b
     from delta_destination.storage import storage_for
 
     base = f"abfs-{uuid.uuid4().hex[:8]}/wh"
-    storage = storage_for(azure_server.url(base), Settings.create(azure_server.url(base), **azure_server.settings()).storage)
+    settings = Settings.create(azure_server.url(base), **azure_server.settings())
+    storage = storage_for(settings.warehouse, settings.storage)
     fs_ = azure_server.filesystem()
 
     def plant_table(rel: str) -> None:
         for folder in (rel, f"{rel}/_delta_log", f"{rel}/_delta_log/_staged_commits", f"{rel}/Bx"):
             azure_server.put_folder_marker(f"{base}/{folder}")
-        for name, data in ((f"{rel}/_delta_log/00000000000000000000.json", b"{}"), (f"{rel}/Bx/part-0.parquet", b"PAR1"),
-                           (f"{rel}/part-1.parquet", b"PAR1")):
+        for name, data in ((f"{rel}/_delta_log/00000000000000000000.json", b"{}"),
+                           (f"{rel}/Bx/part-0.parquet", b"PAR1"), (f"{rel}/part-1.parquet", b"PAR1")):
             with fs_.open_output_stream(f"{azure_server.container}/{base}/{name}") as f:
                 f.write(data)
 
