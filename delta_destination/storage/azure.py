@@ -214,6 +214,9 @@ class AzureStorage(Storage):
         return f"{root}/{path.split('/', 1)[1]}" if "/" in path else root
 
     def list(self, location: str, recursive: bool = False) -> list[Entry]:
+        """The entries under `location`. A folder Hadoop ABFS made on a flat-namespace account is
+        also a blob of the folder's name (its marker): pyarrow lists it twice, as a file and as a
+        folder, and only the folder is kept here."""
         from pyarrow import fs
 
         selector = fs.FileSelector(self._path(location), allow_not_found=True, recursive=recursive)
@@ -221,10 +224,11 @@ class AzureStorage(Storage):
             infos = retried(lambda: self._fs(location).get_file_info(selector))
         except FileNotFoundError:
             return []
+        folders = {info.path for info in infos if info.type == fs.FileType.Directory}
         out = []
         for info in infos:
             is_dir = info.type == fs.FileType.Directory
-            if recursive and is_dir:
+            if (recursive and is_dir) or (not is_dir and info.path in folders):
                 continue
             mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
             out.append(Entry(self._location(location, info.path), is_dir, info.size or 0, mtime))
@@ -266,23 +270,26 @@ class AzureStorage(Storage):
     @staticmethod
     def _delete_dir(filesystem, path: str) -> None:
         try:
-            filesystem.delete_dir(path)
+            retried(lambda: filesystem.delete_dir(path))
         except FileNotFoundError:
             pass
 
     def delete_tree(self, location: str) -> None:
-        """Every blob under `location` (and the location itself when it is a blob), leaving no
-        marker blobs (pyarrow's `delete_dir` writes none; a container itself stays)."""
+        """Every blob under `location`, then the location's own blob: a blob, or the marker blob
+        Hadoop ABFS writes for each folder it makes on a flat-namespace account (an empty blob of
+        the folder's name, `hdi_isfolder`: `<table>`, `<table>/_delta_log`, ...). pyarrow reports
+        a path that has such a marker as a file, so the marker cannot be what decides how the
+        location is removed: it goes last, once nothing is under it (pyarrow's `delete_dir` takes
+        every blob under the prefix, markers included, and writes none). A container itself stays."""
         from pyarrow import fs
 
         filesystem, path = self._fs(location), self._path(location)
-        kind = filesystem.get_file_info(path).type
-        if kind == fs.FileType.File:
-            self.delete_file(location)
-        elif "/" in path:
-            self._delete_dir(filesystem, path)
-        else:
+        if "/" not in path:
             filesystem.delete_dir_contents(path, missing_dir_ok=True)
+            return
+        self._delete_dir(filesystem, path)
+        if retried(lambda: filesystem.get_file_info(path).type) == fs.FileType.File:
+            self.delete_file(location)
 
 
 def object_store_path(location: str) -> str:

@@ -115,8 +115,11 @@ class Storage:
             list(pool.map(write, itertools.count(), parts))   # list(): the first error is raised
 
     def delete_table_files(self, location: str) -> None:
-        """A table's files, its log last: while the data files go, the log still says what the
-        table is (after a drop's empty commit: no rows)."""
+        """A table's files, its log last (docs/object-storage.md, "Removing a table"): a drop has
+        emptied the table with one commit first, so while the data files go the log still says
+        what the table is, a valid table with no rows. Then the log, then whatever is left
+        (folder markers: `delete_tree` removes every object under the location, and the location's
+        own object)."""
         log_dir = f"{location.rstrip('/')}/_delta_log"
         for entry in self.list(location):
             if entry.location.rstrip("/") == log_dir:
@@ -125,4 +128,5 @@ class Storage:
                 self.delete_tree(entry.location)
             else:
                 self.delete_file(entry.location)
+        self.delete_tree(log_dir)
         self.delete_tree(location)

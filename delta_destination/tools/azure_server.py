@@ -126,6 +126,42 @@ class AzureServer(EmulatorProcess):
         skip = len(container or self.container) + 1
         return sorted(i.path[skip:] for i in infos if i.type == fs.FileType.File)
 
+    def list_blobs(self, prefix: str = "", container: Optional[str] = None) -> list[str]:
+        """Every blob name under `prefix` exactly as stored, from the Blob API's flat List Blobs
+        (signed with the account's SharedKey): folder marker blobs included, which pyarrow folds
+        into folders (Hadoop ABFS's `name`, pyarrow's own `name/`). Sorted."""
+        import hashlib
+        import hmac
+        import urllib.parse
+        import urllib.request
+        import xml.etree.ElementTree as ET
+        from email.utils import formatdate
+
+        container = container or self.container
+        names: list[str] = []
+        marker = ""
+        while True:
+            query = {"comp": "list", "restype": "container", **({"prefix": prefix} if prefix else {}),
+                     **({"marker": marker} if marker else {})}
+            headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": "2021-08-06"}
+            signed = "GET\n" + "\n" * 11 + "".join(f"{k}:{v}\n" for k, v in sorted(headers.items())) + \
+                f"/{self.account}/{self.account}/{container}" + "".join(f"\n{k}:{v}" for k, v in sorted(query.items()))
+            digest = hmac.new(base64.b64decode(self.account_key), signed.encode("utf-8"), hashlib.sha256).digest()
+            headers["Authorization"] = f"SharedKey {self.account}:{base64.b64encode(digest).decode('ascii')}"
+            url = f"{self.endpoint_url}/{self.account}/{container}?{urllib.parse.urlencode(query)}"
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as answer:
+                root = ET.fromstring(answer.read())
+            names.extend(b.findtext("Name") for b in root.iter("Blob"))
+            marker = root.findtext("NextMarker") or ""
+            if not marker:
+                return sorted(names)
+
+    def put_folder_marker(self, name: str, container: Optional[str] = None) -> None:
+        """The empty blob Hadoop ABFS writes for a folder it makes on a flat namespace (`hdi_isfolder`)."""
+        with self.filesystem().open_output_stream(f"{container or self.container}/{name}",
+                                                  metadata={"hdi_isfolder": "true"}) as f:
+            f.write(b"")
+
 
 def main() -> int:
     """Serve Azurite until interrupted, printing the variables a client needs."""

@@ -114,6 +114,15 @@ class GcsServer(EmulatorProcess):
                "private_key_id": ""}
         return {"google_service_account_key": json.dumps(key), "allow_http": "true"}
 
+    def put_object(self, name: str, data: bytes = b"", bucket: Optional[str] = None) -> None:
+        """One object as given (a `name/` folder marker, as the GCS connector writes, included)."""
+        from urllib.parse import quote
+
+        req = urllib.request.Request(f"{self.endpoint_url}/upload/storage/v1/b/{bucket or self.bucket}/o"
+                                     f"?uploadType=media&name={quote(name, safe='')}", data=data, method="POST")
+        with urllib.request.urlopen(req, timeout=10):
+            pass
+
     def list_keys(self, prefix: str = "", bucket: Optional[str] = None) -> list[str]:
         """Every object name under `prefix` in the bucket (sorted; JSON API, every page)."""
         from urllib.parse import quote

@@ -89,16 +89,23 @@ def compare_rows(t: ModelTable, disk_rows: list[dict]) -> list[str]:
 
 
 def warehouse_of(warehouse, storage_options: Optional[dict] = None) -> Warehouse:
-    """The destination's view of the warehouse, reached with delta-rs-style options (AWS_* keys, or
-    GCS's google_service_account_key / google_application_credentials)."""
-    from delta_destination.storage import GcsOptions
+    """The destination's view of the warehouse, reached with delta-rs-style options (AWS_* keys,
+    GCS's google_service_account_key / google_application_credentials, or Azure's azure_storage_*:
+    an `azure_storage_endpoint` of `<emulator URL>/<account>` is an emulator's)."""
+    from delta_destination.storage import AzureOptions, GcsOptions
 
     o = storage_options or {}
     gcs = GcsOptions(service_account_key=o.get("google_service_account_key", ""),
                      credentials_file=o.get("google_application_credentials", ""))
+    account, endpoint = o.get("azure_storage_account_name", ""), o.get("azure_storage_endpoint", "").rstrip("/")
+    if account and endpoint.endswith("/" + account):
+        endpoint = endpoint[:-len(account) - 1]   # an emulator addresses the account in the path
+    azure = AzureOptions(account_name=account, account_key=o.get("azure_storage_account_key", ""),
+                         sas_token=o.get("azure_storage_sas_token", ""), use_emulator=bool(endpoint),
+                         emulator_url=endpoint)
     options = StorageOptions(endpoint=o.get("AWS_ENDPOINT_URL", ""), region=o.get("AWS_REGION", ""),
                              access_key_id=o.get("AWS_ACCESS_KEY_ID", ""),
-                             secret_access_key=o.get("AWS_SECRET_ACCESS_KEY", ""), gcs=gcs)
+                             secret_access_key=o.get("AWS_SECRET_ACCESS_KEY", ""), gcs=gcs, azure=azure)
     return Warehouse(normalise_root(str(warehouse)), options)
 
 

@@ -10,9 +10,12 @@ mode) and this process's environment has no AZURE_* variable: they reach Sail th
 its own. The account key is random per server, so the logs can be searched for it.
 
 On the Apache Spark engine (the session's shared JVM, hadoop-azure's ABFS on Azurite's Blob endpoint,
-as `abfs://` over plain HTTP): input.json through a `--engine spark` server, and a Sail and a Spark
-destination committing to one table at once (AzureLogStore's rename without overwrite is a
-conditional copy on the Blob endpoint: no commit lost). Those servers get the standard variables.
+as `abfs://` over plain HTTP): the removals (a rename, a drop, a create over a failed one, the setup
+test, a dead probe's cleanup; issue 40: ABFS marks every folder with a blob of its name), the public
+tester inputs through a `--engine spark` server (slow tier), and a Sail and a Spark destination
+committing to one table at once (AzureLogStore's rename without overwrite is a conditional copy on the
+Blob endpoint: no commit lost). Those servers get the standard variables. Leftovers are looked for in
+the container's raw Blob listing (AzureServer.list_blobs), which shows marker blobs as they are.
 """
 from __future__ import annotations
 
@@ -35,9 +38,10 @@ from delta_destination.engines import session as engine_session, shipping
 from delta_destination.engines.pool import EnginePool
 from delta_destination.engines.router import EngineRouter
 from delta_destination.settings import Settings
-from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
+from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR, Warehouse
 from testkit.core_changes import changes, order, rows_by_id, typed
 from testkit.delta_read import delta_version, read_delta_table
+from testkit.removals import leftovers, plant_dead_probe, plant_failed_create
 
 UTC = dt.timezone.utc
 ORDERS = TableSchema("orders", (
@@ -130,6 +134,79 @@ def test_every_operation_on_azure_leaves_only_tables(azure_server, core, setting
     assert core.probe(settings) is None   # the setup test warehouse_writable
     assert blobs_outside_tables(azure_server, settings, {"s/orders"}) == []
     assert azure_server.account_key not in caplog.text
+
+
+@pytest.fixture(params=["sail", "spark"])
+def engine_name(request):
+    return request.param
+
+
+def test_removals_on_azure_leave_nothing_under_removed_prefixes(azure_server, core, engine_name, request):
+    """Issue 40: on Spark, Hadoop ABFS marks every folder it makes with a blob of the folder's name,
+    and the removals took a marked table for that one blob. A RenameTable (a copy, then a drop of
+    the source), a DropTable, a CreateTable over what a CREATE that died left, the setup test, and
+    the removal of a dead process's probe: afterwards the container's own listing (every blob as
+    stored) holds only the remaining table and its folders' markers."""
+    extra = {"spark_remote": request.getfixturevalue("shared_spark").url} if engine_name == "spark" else {}
+    settings = Settings.create(azure_server.url(f"rm-{uuid.uuid4().hex[:8]}/wh"), engine=engine_name,
+                               **azure_server.settings(), **extra)
+    prefix = prefix_of(settings)
+
+    def plant(rel: str, data: bytes, folder: bool) -> None:
+        if folder:
+            azure_server.put_folder_marker(prefix + rel)
+        else:
+            with azure_server.filesystem().open_output_stream(f"{azure_server.container}/{prefix}{rel}") as f:
+                f.write(data)
+
+    core.tables.create(settings, "s", ORDERS)
+    batch = [order(i) for i in (1, 2, 3)]
+    core.writer.write(settings, "s", "orders", lambda t: changes(Changes(Op.UPSERT, typed(t, batch))))
+    assert core.migrate(settings, MigrationDetails("s", "orders", RenameTable("orders", "renamed"))) == SUCCESS
+    assert sorted(rows(azure_server, core, settings, "renamed")) == [1, 2, 3]
+    assert core.migrate(settings, MigrationDetails("s", "renamed", DropTable())) == SUCCESS
+    assert core.table_names(settings, "s") == []
+    plant_failed_create(plant, "s/half")
+    core.tables.create(settings, "s", TableSchema("half", ORDERS.columns[:2]))
+    assert core.probe(settings) is None   # the setup test warehouse_writable
+    dead = plant_dead_probe(plant)
+    assert any(b.startswith(prefix + dead + "/") for b in azure_server.list_blobs(prefix))
+    assert Warehouse(settings.warehouse, settings.storage).clean_leftovers() == 1
+    assert leftovers(azure_server.list_blobs(prefix), prefix, ["s/half"]) == []
+    assert core.table_names(settings, "s") == ["half"] and rows(azure_server, core, settings, "half") == {}
+
+
+def test_removing_a_tree_that_hadoop_abfs_marked_takes_its_markers_and_nothing_beside(azure_server):
+    """Issue 40's cause, at the store: Hadoop ABFS marks each folder it makes on a flat namespace
+    with an empty blob of the folder's name, which pyarrow reports as a file. A table's removal
+    (data first, the log last) and a probe's take every blob under the prefix and the marker of the
+    prefix itself; a sibling table and the schema stay, and a listing names each folder once."""
+    from delta_destination.storage import storage_for
+
+    base = f"abfs-{uuid.uuid4().hex[:8]}/wh"
+    settings = Settings.create(azure_server.url(base), **azure_server.settings())
+    storage = storage_for(settings.warehouse, settings.storage)
+    fs_ = azure_server.filesystem()
+
+    def plant_table(rel: str) -> None:
+        for folder in (rel, f"{rel}/_delta_log", f"{rel}/_delta_log/_staged_commits", f"{rel}/Bx"):
+            azure_server.put_folder_marker(f"{base}/{folder}")
+        for name, data in ((f"{rel}/_delta_log/00000000000000000000.json", b"{}"),
+                           (f"{rel}/Bx/part-0.parquet", b"PAR1"), (f"{rel}/part-1.parquet", b"PAR1")):
+            with fs_.open_output_stream(f"{azure_server.container}/{base}/{name}") as f:
+                f.write(data)
+
+    azure_server.put_folder_marker(f"{base}/s")
+    for rel in ("s/t", "s/keep", f"{PROBE_PREFIX}x"):
+        plant_table(rel)
+    listed = storage.list(azure_server.url(f"{base}/s/t"))
+    assert sorted((e.name, e.is_dir) for e in listed) == [("Bx", True), ("_delta_log", True), ("part-1.parquet", False)]
+    storage.delete_table_files(azure_server.url(f"{base}/s/t"))
+    storage.delete_tree(azure_server.url(f"{base}/{PROBE_PREFIX}x"))
+    left = [b[len(base) + 1:] for b in azure_server.list_blobs(base + "/")]
+    assert leftovers(left, "", ["s/keep"]) == []
+    assert "s/keep/_delta_log/00000000000000000000.json" in left and "s" in left
+    assert not storage.exists(azure_server.url(f"{base}/s/t"))
 
 
 def test_a_batch_over_the_local_relation_limit_is_staged_on_azure_and_removed(azure_server, core, settings, monkeypatch):
@@ -252,26 +329,34 @@ def start_server(dedicated_server, azure_server, tmp_path, engine, warehouse, na
     return dedicated_server(warehouse, tmp_path / f"{name}.log", engine=engine, env=azure_server.env())
 
 
-# The full tier runs it on the embedded engine; on Spark (90 s with the shared JVM) in `make test-slow`,
-# while the two-writers test below keeps Spark on Azure in the full tier.
-@pytest.mark.parametrize("engine_name", ["sail", pytest.param("spark", marks=pytest.mark.slow)])
-def test_tester_input_on_azure_through_a_server(azure_server, dedicated_server, tmp_path, engine_name):
-    """input.json (live: creates, upserts, updates, soft and hard deletes, truncates) through a
-    Fivetran server on each engine (Spark: ABFS on Azurite's Blob endpoint); delta-rs reads
-    every table back. Afterwards no blob of the destination's own is left, and the account key is
-    in no log line."""
+# The full tier runs both inputs on the embedded engine (~10 s each); on Spark (input.json 90 s with the
+# shared JVM, the migrations input ~9 minutes) in `make test-slow`, while the two-writers test below and
+# the removals test above keep Spark on Azure in the full tier.
+@pytest.mark.parametrize("engine_name,rel", [
+    ("sail", "input.json"), ("sail", "schema_migrations_input_dml.json"),
+    pytest.param("spark", "input.json", marks=pytest.mark.slow),
+    pytest.param("spark", "schema_migrations_input_dml.json", marks=pytest.mark.slow)])
+def test_tester_input_on_azure_through_a_server(azure_server, dedicated_server, tmp_path, engine_name, rel):
+    """A public tester input through a Fivetran server on each engine (Spark: ABFS on Azurite's Blob
+    endpoint): input.json (live: creates, upserts, updates, soft and hard deletes, truncates), and
+    schema_migrations_input_dml.json (drops, renames and copies of tables among its migrations);
+    delta-rs reads every table back. Afterwards the container holds only the input's final tables
+    (no blob of a dropped or renamed-away table, none of the destination's own), and the account key
+    is in no log line."""
     from testkit import tester as tc
     from testkit.server_process import TESTER_INPUTS
 
     warehouse = azure_server.url(f"tester-{uuid.uuid4().hex[:8]}/wh")
     srv = start_server(dedicated_server, azure_server, tmp_path, engine_name, warehouse, engine_name)
     log: list[str] = []
-    result = tc.run_input_file(srv.stub, warehouse, TESTER_INPUTS / "input.json", "tester", log=log.append,
-                               storage_options=azure_server.storage_options(), live_only=True)
+    result = tc.run_input_file(srv.stub, warehouse, TESTER_INPUTS / rel, "tester", log=log.append,
+                               storage_options=azure_server.storage_options(),
+                               live_only="migrations" not in rel, run_migrations="migrations" in rel)
     assert result.ok, "\n".join(log + result.problems)
     settings = Settings.create(warehouse, engine="sail", **azure_server.settings())
     tables = {tc.warehouse_of(warehouse).table_location("tester", t)[len(warehouse) + 1:] for t in result.tables}
     assert tables and blobs_outside_tables(azure_server, settings, tables) == []
+    assert leftovers(azure_server.list_blobs(prefix_of(settings)), prefix_of(settings), tables) == []
     srv.stop()
     assert azure_server.account_key not in Path(srv.log_path).read_text(errors="replace")
 

@@ -30,6 +30,7 @@ from delta_destination.storage import StorageOptions
 from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR, Warehouse
 from testkit.core_changes import changes, order, rows_by_id, typed
 from testkit.delta_read import delta_version
+from testkit.removals import leftovers, plant_dead_probe, plant_failed_create
 
 UTC = dt.timezone.utc
 ORDERS = TableSchema("orders", (
@@ -109,7 +110,19 @@ def test_every_operation_on_s3_leaves_only_tables(s3_server, core, settings):
     core.drop_table(settings, "s", "renamed")   # replay: nothing to drop
     assert core.table_names(settings, "s") == ["hist", "orders"]
     assert core.probe(settings) is None
-    assert keys_outside_tables(s3_server, settings, {"s/orders", "s/hist"}) == []
+    # issue 40: a CreateTable over what a CREATE that died left (S3A's `name/` folder markers), and a
+    # dead process's probe removed
+    prefix = settings.warehouse.split("/", 3)[3] + "/"
+
+    def plant(rel: str, data: bytes, folder: bool) -> None:
+        s3_server.client().put_object(Bucket=s3_server.bucket, Key=prefix + rel + ("/" if folder else ""), Body=data)
+
+    plant_failed_create(plant, "s/half")
+    core.tables.create(settings, "s", TableSchema("half", ORDERS.columns[:2]))
+    plant_dead_probe(plant)
+    assert Warehouse(settings.warehouse, settings.storage).clean_leftovers() == 1
+    assert keys_outside_tables(s3_server, settings, {"s/orders", "s/hist", "s/half"}) == []
+    assert leftovers(s3_server.list_keys(prefix), prefix, ["s/orders", "s/hist", "s/half"]) == []
 
 
 def test_a_batch_over_the_local_relation_limit_is_staged_on_s3_and_removed(s3_server, core, settings, monkeypatch):

@@ -8,7 +8,8 @@ Readers must see each table appear or vanish in one step. How, by warehouse:
   the table appears with its first (and only) commit, which holds every row. A rename is
   that copy followed by a drop of the source; a replay that finds both finishes the drop
   (the copy carries a marker naming its source and version). A drop first commits an empty
-  version (readers see no rows from then on), then deletes the files. Both leave a note in
+  version (readers see no rows from then on), takes the catalog entry away, then deletes the
+  files, the log last (docs/object-storage.md, "Removing a table"). Both leave a note in
   the warehouse's trash first, so what a crash interrupts is finished at the next start.
   A renamed table starts a new history (one commit); time travel to before the rename is
   not kept.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 from ...engines.router import EngineSession
 from ...errors import InvalidRequest, SchemaMismatch, TableAlreadyExists, TableNotFound
@@ -51,16 +52,20 @@ class TableMigrations(MigrationFamily):
                 self.forget(eng, ref)
                 self.registry.metastore.unregister(settings, d.schema, d.table)
                 return SUCCESS, "drop_table: the table does not exist (nothing to drop)"
-            self._drop(eng, ref)
-            self.registry.metastore.unregister(settings, d.schema, d.table)
+            self._drop(eng, ref, hide=lambda: self.registry.metastore.unregister(settings, d.schema, d.table))
         return SUCCESS, "drop_table: dropped"
 
-    def _drop(self, eng: EngineSession, ref: TableRef) -> None:
+    def _drop(self, eng: EngineSession, ref: TableRef, hide: Callable[[], None]) -> None:
+        """The table gone. On an object store (docs/object-storage.md, "Removing a table"): a note
+        in the trash, one commit that empties the table, `hide` (its catalog entry goes), then
+        the data files and the log last: whatever a crash interrupts is a valid table with no
+        rows or no table at all, and the note's removal is finished at the next start."""
         wh = ref.warehouse
         if wh.can_rename:
             dest = wh.new_trash_location()
             self.fs("drop_table", lambda: (wh.storage.make_dirs(wh.trash()), wh.rename_dir(ref.location, dest)))
             self.forget(eng, ref)
+            hide()
             self._empty_trash(ref)
             return
         note = wh.note_removal(ref.location)
@@ -68,6 +73,7 @@ class TableMigrations(MigrationFamily):
         eng.overwrite(f"empty {ref.display} before its files are deleted", ref.location,
                       select_sql(eng.table_name(ref.location), ["*"], "WHERE false"))
         self.forget(eng, ref)
+        hide()
         self.fs("drop_table", lambda: wh.storage.delete_table_files(ref.location))
         wh.done_removal(note)
 
@@ -91,8 +97,9 @@ class TableMigrations(MigrationFamily):
             if dst_exists and src_exists:
                 marker = self._marker(src, "rename")
                 if self._is_own_copy(dst, marker, source_exists=True):
-                    self._drop(eng, src)   # a crash between the copy and the drop: finish it
-                    self.registry.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
+                    # a crash between the copy and the drop: finish it
+                    self._drop(eng, src, hide=lambda: self.registry.metastore.moved(
+                        settings, d.schema, src.table, dst.table, dst.location))
                     return SUCCESS, f"rename_table: {src.display} renamed to {dst.table} (replay finished the drop)"
                 raise TableAlreadyExists(f"rename_table: table {dst.display} already exists; {src.display} was not renamed")
             if dst_exists:
@@ -109,15 +116,16 @@ class TableMigrations(MigrationFamily):
                 self.fs("rename_table", lambda: src.warehouse.rename_dir(src.location, dst.location))
                 self.forget(eng, src)
                 self.forget(eng, dst)
+                self.registry.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
                 how = f"renamed to {dst.table}"
             else:
                 source = self.registry.require(eng, src)
                 marker = self._marker(src, "rename")
                 self._create_from(eng, dst, TableSchema(dst.table, source.columns),
                                   lambda view: select_sql(eng.table_name(src.location), ["*"]), None, marker)
-                self._drop(eng, src)
+                self._drop(eng, src, hide=lambda: self.registry.metastore.moved(
+                    settings, d.schema, src.table, dst.table, dst.location))
                 how = f"copied to {dst.table} in one commit, then {src.table} dropped"
-            self.registry.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
         return SUCCESS, f"rename_table: {how}"
 
     def _clear_way(self, dst: TableRef) -> None:
