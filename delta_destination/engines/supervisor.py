@@ -9,17 +9,20 @@ one Sail process (sail_engine.py) at a time, the *current generation*:
 
 - every request leases the current generation for as long as it uses the engine (a lease is
   what EnginePool.lease hands out), so a generation is never stopped under a running request;
-- when a lease ends and the generation's resident memory is over `max_memory_bytes` (or it
-  has served `max_requests`), a new process is started in the background; once it listens it
-  becomes current, new leases go to it, and the old one stops as soon as its last lease ends;
+- when a lease ends and the generation's resident memory is over its bound (`max_memory_bytes`,
+  or one derived from its own size once warm: RecyclePolicy), or it has served `max_requests`, a
+  new process is started in the background; once it listens it becomes current, new leases go to
+  it, and the old one stops as soon as its last lease ends. That is an expected event (an INFO
+  line with its cause, counted in the metrics); only one sooner than the bound's rule allows is a
+  warning;
 - when the current process has died (a crash, an OOM kill, kill -9), its requests in flight
   fail at once (their client does not retry a dead engine: session.py) and the next lease
   starts a new process.
 
 Both engines write each table with Delta's own commits, so which process serves the next
 request never matters to the data; a process keeps nothing but session-local catalog entries
-and temporary views, which a request recreates. What it costs: a start of ~1 s on a thread of
-its own every few thousand requests, and the start-up of the first generation.
+and temporary views, which a request recreates. What it costs: a start of ~0.1-1 s on a thread
+of its own every few hundred to few thousand requests, and the start-up of the first generation.
 """
 from __future__ import annotations
 
@@ -258,6 +261,7 @@ class SupervisedEngine:
         self._generations += 1
         gen = Generation(process, self._generations)
         self._current = gen
+        metrics.engine_memory_bound(self.policy.bound(None))   # a derived one once it is warm
         return gen
 
     def _lost(self, gen: Generation) -> None:
