@@ -42,10 +42,20 @@ def cap_mib(door: str) -> int:
     return DOOR_ALLOWANCE_MIB + bound + FRESH_ENGINE_MIB
 
 
+def _cap(r: dict) -> str:
+    """This checkout's cap; none for a run of another commit's door (its defaults were its own).
+    >>> _cap({"door": "conduit", "label": "generator pipeline, at 87311fd"}), _cap({"door": "conduit", "label": "x"})
+    ('-', '832')
+    """
+    label = r.get("label", "")
+    return "-" if label.startswith("at ") or ", at " in label else str(cap_mib(r["door"]))
+
+
 def lines_for(results: list[dict]) -> list[str]:
     out = [HEADING, "",
            "One door process per row, fed for its whole life by `make bench-soak` (`python -m bench.soak`): memory is "
-           "the PSS of the process tree (the door process and its Sail engine process), sampled every 5 s; latency is "
+           "the PSS of the process tree (the door process and its Sail engine process), sampled every 5 s (a backlog: "
+           "every second); latency is "
            "p50 / p95 / max; restarts are the engine replacements the door's metrics endpoint counted (cause: "
            "memory = its resident set passed its bound: `engine_max_memory_mb`, or in a Conduit connector its own "
            "size once warm + `engine_memory_headroom_mb`; crash), and per 1,000 requests (commits; memory and "
@@ -56,7 +66,7 @@ def lines_for(results: list[dict]) -> list[str]:
            "replacement; docs/engine-memory.md): "
            "with an engine replaced in a sawtooth, where the end sample falls on the tooth decides end / first 500, "
            "the peak against the cap is the target. Rows \"at REV\" ran that commit's door on the same workload, "
-           "just before the row under them.", "",
+           "just before the row under them (no cap: that commit's defaults were its own).", "",
            "| door (run) | date | commits | seconds | PSS after the first 500 (MiB) | PSS at the end | end / first 500 "
            "| peak | cap | engine restarts | replaced per 1,000 requests | failed | tables equal | latency |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|"]
@@ -65,7 +75,7 @@ def lines_for(results: list[dict]) -> list[str]:
         commits = r.get("write_batches", r.get("commits"))
         out.append(f"| {r['door']} ({r.get('label', '')}) | {r.get('date', '')} | {commits} | {r['seconds']} | "
                    f"{m['pss_at_checkpoint_mib']:.0f} (at {m['checkpoint_requests']}) | {m['pss_end_mib']:.0f} | "
-                   f"{m['end_over_checkpoint']:.2f} | {m['pss_peak_mib']:.0f} | {cap_mib(r['door'])} | "
+                   f"{m['end_over_checkpoint']:.2f} | {m['pss_peak_mib']:.0f} | {_cap(r)} | "
                    f"{r['engine_restarts'] or 'none'} | {replacements_per_1000(r):.1f} | "
                    f"{r['failed_requests']} | {'yes' if r['tables_equal_to_model'] else 'NO'} | {_latency(r)} |")
     out += ["", f"![PSS of each door's process tree over its run]({PLOT.name})", ""]
