@@ -112,13 +112,13 @@ class RecyclePolicy:
         return not self.derived and bool(self.max_memory_bytes) and resident is not None \
             and resident > self.max_memory_bytes and requests < self.min_requests
 
-    def early(self, cause: str, requests: int, warm: Optional[int]) -> bool:
+    def early(self, cause: str, requests: int) -> bool:
         """Did a replacement come sooner than the bound's own rule says it should? Derived: a process
         replaced for memory before `horizon` requests (or over the ceiling when it had just warmed up).
         >>> d = RecyclePolicy(max_memory_bytes=0, headroom_bytes=100)
-        >>> d.early("memory", 120, 50), d.early("memory", 600, 50), d.early("requests", 30, 50)
+        >>> d.early("memory", 120), d.early("memory", 600), d.early("requests", 30)
         (True, False, False)
-        >>> RecyclePolicy(max_memory_bytes=100).early("memory", 20, None)
+        >>> RecyclePolicy(max_memory_bytes=100).early("memory", 20)
         False
         """
         return self.derived and cause == MEMORY and requests < self.horizon
@@ -307,7 +307,7 @@ class SupervisedEngine:
                 f"{process.pid} (generation {gen.number}, started in {process.start_seconds:.1f}s): "
                 f"{self.policy.describe(cause, old.warm_bytes)}")
         # Expected, and counted: a line at INFO. Sooner than the bound's rule allows: a warning.
-        early = self.policy.early(cause, old.requests, old.warm_bytes)
+        early = self.policy.early(cause, old.requests)
         if early:
             grew = f" by {(resident - old.warm_bytes) / MIB:.0f} MiB" if resident is not None and old.warm_bytes else ""
             log.warning(f"{line}; it grew{grew} in {old.requests - self.policy.min_requests} requests after warming "
