@@ -15,7 +15,8 @@ checked against an independent reader (delta-rs) at the end.
 - airbyte: one `airbyte-delta-destination write` whose records for `tables` streams are each followed
   by a STATE message (each a commit), `rounds` times per stream.
 - conduit: the real Conduit (`make conduit`) running a generator source into the connector: `records`
-  records in batches of `batch` (each a commit).
+  records in batches of `batch` (each a commit); with --backlog, `records` offered to the connector as fast
+  as gRPC takes them (the plugin handshake played by testkit/conduit_host.py), in commits of `batch`.
 
 Memory is the PSS of the process tree (the door process, its Sail engine process(es)), sampled every
 few seconds with the number of requests done; the engine's restarts come from the door's own
@@ -41,7 +42,7 @@ from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from testkit.server_process import ROOT, RunningServer, free_port
 
 from .process_memory import MemorySampler
-from .soak_measures import latency_summary, memory_summary, restarts, scrape
+from .soak_measures import latency_summary, memory_summary, replacements_per_1000, restarts, scrape
 from .small_batches import Shape, SmallBatches
 
 DOCS = ROOT / "docs"
@@ -160,7 +161,8 @@ def print_result(r: dict) -> None:
     print(f"{r['door']} ({r.get('label', '')}): {r.get('write_batches', r.get('commits'))} commits in {r['seconds']} s; "
           f"latency {json.dumps(r.get('latency', {}))}; PSS {m['pss_at_checkpoint_mib']} MiB after "
           f"{m['checkpoint_requests']}, {m['pss_end_mib']} MiB at the end (x{m['end_over_checkpoint']}), peak "
-          f"{m['pss_peak_mib']} MiB; restarts {r['engine_restarts']}; failures {r['failed_requests']}; tables equal: "
+          f"{m['pss_peak_mib']} MiB; restarts {r['engine_restarts']} ({replacements_per_1000(r):.1f} per 1,000 "
+          f"requests), connector warnings {r.get('connector_warnings', '-')}; failures {r['failed_requests']}; tables equal: "
           f"{r['tables_equal_to_model']}; at the end by process: {m['end_by_role_mib']}", flush=True)
     for s in m["series"][:: max(1, len(m["series"]) // 12)]:
         print(f"    {s[0]:7.1f} s  {s[1]:6d} done  tree {s[2]:7.1f} MiB  door {s[3]:7.1f}  engine {s[4]:7.1f}", flush=True)
@@ -175,7 +177,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--in-flight", type=int, default=4)
     ap.add_argument("--records", type=int, default=20_000, help="conduit: generator records")
     ap.add_argument("--batch", type=int, default=100, help="conduit: records per commit")
-    ap.add_argument("--compare-with", metavar="REV", help="fivetran: also run the server of this commit, first")
+    ap.add_argument("--compare-with", metavar="REV", help="fivetran, conduit: also run this commit's server or "
+                    "connector, first (same workload, back to back)")
+    ap.add_argument("--label", default="", help="conduit: what the run is (default: generator pipeline, or "
+                    "N-record backlog)")
+    ap.add_argument("--backlog", action="store_true", help="conduit: offer --records to the connector as fast as "
+                    "gRPC takes them (through the plugin handshake, no Go), in commits of --batch")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()))
     ap.add_argument("--no-save", action="store_true", help="print only (docs/ untouched)")
     return ap.parse_args(argv)
@@ -225,9 +232,16 @@ def main(argv=None) -> int:
         results.append(airbyte_soak(work / "airbyte", args.tables, args.airbyte_rounds))
         print_result(results[-1])
     if "conduit" in doors:
-        from .soak_doors import conduit_soak
+        from .soak_doors import conduit_backlog_soak, conduit_soak
 
-        results.append(conduit_soak(work / "conduit", args.records, args.batch))
+        soak = conduit_backlog_soak if args.backlog else conduit_soak
+        label = args.label or (f"{args.records:,}-record backlog" if args.backlog else "generator pipeline")
+        if args.compare_with:
+            old = checkout(args.compare_with, work)
+            results.append(soak(work / "conduit-old", args.records, args.batch,
+                                label=f"{label}, at {args.compare_with}", connector_root=old))
+            print_result(results[-1])
+        results.append(soak(work / "conduit", args.records, args.batch, label=label))
         print_result(results[-1])
     if not args.no_save:
         for r in results:

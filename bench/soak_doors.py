@@ -1,6 +1,9 @@
 """The soak through the other doors (bench/soak.py runs them): one long Airbyte `write` whose records
-are each followed by a STATE (a commit each), and the real Conduit running a generator pipeline
-into the connector. Each has its own memory line: the door process and its engine process."""
+are each followed by a STATE (a commit each), the real Conduit running a generator pipeline
+into the connector, and a backlog offered to the connector as fast as gRPC takes it (through the
+plugin handshake, as testkit/conduit_host.py plays Conduit: the real Conduit's generator sends ~5
+records at a time, whatever the batch size). Each has its own memory line: the door process and its
+engine process."""
 from __future__ import annotations
 
 import json
@@ -9,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 import psutil
 
@@ -149,15 +153,26 @@ pipelines:
 """
 
 
-def conduit_soak(work: Path, records: int, batch: int, rate: int = 5000) -> dict:
-    """The real Conduit: a generator of `records` records into the connector, `batch` per commit."""
+def conduit_soak(work: Path, records: int, batch: int, rate: int = 5000, label: str = "generator pipeline",
+                 connector_root: Path = ROOT) -> dict:
+    """The real Conduit: a generator of `records` records into the connector, `batch` per commit.
+    `connector_root`: the checkout whose package the connector runs (another one: --compare-with)."""
     import os
 
     work.mkdir(parents=True)
     binary = conduit_binary()
     port = free_port()
     os.environ["METRICS_PORT"] = f"127.0.0.1:{port}"   # Conduit expands it in the pipeline file
-    c = Conduit(binary, work, generator_yaml(records, batch, rate))
+    saved_path = os.environ.get("PYTHONPATH")
+    if connector_root != ROOT:         # Conduit passes its environment on to the connector
+        os.environ["PYTHONPATH"] = str(connector_root)
+    try:
+        c = Conduit(binary, work, generator_yaml(records, batch, rate))
+    finally:
+        if saved_path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved_path
     began = time.monotonic()
     try:
         connector = psutil.Process(c.connector_pid())
@@ -179,8 +194,66 @@ def conduit_soak(work: Path, records: int, batch: int, rate: int = 5000) -> dict
         problems.append(f"events: {len(got)} rows, {len(want)} expected, or values differ")
     # The generator's rate, not `batch`, decides how many records a commit holds (~5 at its rate here).
     commits = delta_version(str(work / "wh" / "conduit" / "events"))
-    return {"door": "conduit", "label": "generator pipeline", "records": records, "batch": batch, "commits": commits,
+    log = c.log()
+    return {"door": "conduit", "label": label, "records": records, "batch": batch, "commits": commits,
             "seconds": round(seconds, 1), "exit_code": code, "records_per_s": round(records / seconds),
             "memory": memory_summary(sampler, records // 10), "engine_restarts": restarts(metrics),
-            "failed_requests": int(code != 0) + len([x for x in c.log().splitlines() if '"nack' in x]),
+            "failed_requests": int(code != 0) + len([x for x in log.splitlines() if '"nack' in x]),
+            "connector_warnings": _connector_warnings(log),
             "failures": [], "tables_equal_to_model": not problems, "problems": problems}
+
+
+def _connector_warnings(log: str) -> int:
+    """Warnings the connector itself logged (Conduit re-logs each of its lines at the line's level)."""
+    n = 0
+    for line in log.splitlines():
+        if '"plugin_name":"delta-lake"' not in line:
+            continue
+        try:
+            n += json.loads(line).get("level") in ("warn", "error")
+        except ValueError:
+            continue
+    return n
+
+
+def conduit_backlog_soak(work: Path, records: int, batch: int, label: str = "",
+                         connector_root: Path = ROOT, extra_env: Optional[dict] = None) -> dict:
+    """`records` new keys (~300 bytes each) offered to the connector as fast as gRPC takes them, in
+    commits of `batch`: the backlog a connector meets after a pause or an initial snapshot.
+    `extra_env`: more of the connector's environment (its engine inherits it), to try a setting."""
+    from testkit.conduit_host import PluginProcess
+    from testkit.conduit_records import backlog_records, connector_config
+
+    work.mkdir(parents=True)
+    port = free_port()
+    p = PluginProcess(work / "plugin.log", root=connector_root, extra_env=extra_env)
+    try:
+        # A delay longer than a batch takes to fill: batches of exactly `batch`.
+        run = p.open(connector_config(work / "wh", metrics_port=f"127.0.0.1:{port}",
+                                      **{"sdk.batch.size": batch, "sdk.batch.delay": "10s"}))
+        sampler = MemorySampler(psutil.Process(p.proc.pid), lambda: len(run.acks), period=1.0).start()
+        began = time.monotonic()
+        run.send_lazily(backlog_records(records))
+        acks = run.wait_acks(records, timeout=3600)
+        seconds = time.monotonic() - began
+        metrics = scrape(port)
+        sampler.stop()
+        errors = [a.error for a in acks if a.error]
+        in_order = [int(a.position) for a in acks] == list(range(1, records + 1))
+        p.stop(str(records).encode())
+        run.close()
+        p.teardown()
+        p.kill_gracefully()
+    finally:
+        p.close()
+    log = p.log_text()
+    table = str(work / "wh" / "conduit" / "backlog")
+    rows = read_delta_table(table).num_rows
+    problems = [] if rows == records and in_order else [f"backlog: {rows} rows, {records} expected, or acks out of order"]
+    return {"door": "conduit", "label": label or f"{records:,}-record backlog", "records": records, "batch": batch,
+            "commits": delta_version(table), "seconds": round(seconds, 1), "records_per_s": round(records / seconds),
+            "memory": memory_summary(sampler, records // 10), "engine_restarts": restarts(metrics),
+            "connector_warnings": sum(1 for line in log.splitlines() if '"@level": "warn' in line or
+                                      '"@level": "error' in line),
+            "failed_requests": len(acks) < records or len(errors), "failures": errors[:5],
+            "tables_equal_to_model": not problems, "problems": problems}

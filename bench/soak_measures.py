@@ -50,6 +50,16 @@ def restarts(metrics: dict[str, float]) -> dict[str, int]:
     return out
 
 
+def replacements_per_1000(result: dict) -> float:
+    """Engine replacements (memory, requests: not crashes) per 1,000 requests (commits) of a soak run.
+    >>> replacements_per_1000({"commits": 400, "engine_restarts": {"memory": 50, "crash": 1}})
+    125.0
+    """
+    commits = result.get("write_batches", result.get("commits")) or 0
+    replaced = sum(n for cause, n in (result.get("engine_restarts") or {}).items() if cause in ("memory", "requests"))
+    return 1000.0 * replaced / commits if commits else 0.0
+
+
 def memory_summary(sampler: MemorySampler, checkpoint: int) -> dict:
     """The figures the target is judged on: PSS after `checkpoint` requests, at the end, the peak, and
     the series (MiB) for the plot."""

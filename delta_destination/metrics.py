@@ -3,7 +3,9 @@
 Every door counts its requests (by request kind and outcome); the core's commits give rows
 by operation and a latency histogram (a listener on its events, like lineage); the engines
 count which engine served what and why, and every replacement of an engine process with its
-cause; the process and its engine processes report their resident memory.
+cause, the requests it served and whether it came sooner than its memory bound's rule allows (an
+expected replacement is an INFO log line and a count; only an early one is a warning); the process
+and its engine processes report their resident memory, and the supervised engine its bound.
 
 No label holds a table or schema name, a key, a credential or a value: table names are
 customer data (and an unbounded label set). The labels are the door, the request kind (the
@@ -44,6 +46,16 @@ ENGINE_CHOICES = Counter("delta_destination_engine_choices", "Table operations b
 ENGINE_RESTARTS = Counter("delta_destination_engine_restarts", "Engine processes replaced or restarted, by engine "
                           "and cause (memory, requests: replaced between requests by the supervisor; crash: it "
                           "died; idle: stopped after idle time).", ("engine", "cause"), registry=REGISTRY)
+ENGINE_PROCESS_REQUESTS = Histogram("delta_destination_engine_process_requests", "Requests each supervised engine "
+                                    "process served before it was replaced or died, by engine and cause (the rate "
+                                    "of replacements per request is 1 / this).", ("engine", "cause"),
+                                    registry=REGISTRY, buckets=(20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 50000))
+ENGINE_EARLY_REPLACEMENTS = Counter("delta_destination_engine_early_replacements", "Engine processes replaced for "
+                                    "memory sooner than their bound's own rule allows (each one also logged as a "
+                                    "warning), by engine.", ("engine",), registry=REGISTRY)
+ENGINE_MEMORY_BOUND = Gauge("delta_destination_engine_memory_bound_bytes", "The memory bound of the current "
+                            "supervised engine process (derived: its size once warm + the headroom), by engine.",
+                            ("engine",), registry=REGISTRY)
 ENGINE_MEMORY = Gauge("delta_destination_engine_resident_bytes", "Resident memory of the engine processes this "
                       "process runs (supervised Sail processes and local Spark JVMs), by engine.", ("engine",),
                       registry=REGISTRY)
@@ -71,6 +83,18 @@ def engine_chosen(engine: str, reason: str) -> None:
 
 def engine_restarted(cause: str, engine: str = "sail") -> None:
     ENGINE_RESTARTS.labels(engine, cause).inc()
+
+
+def engine_process_ended(cause: str, requests: int, early: bool = False, engine: str = "sail") -> None:
+    """A supervised engine process was replaced (or died) after serving `requests`; `early`: sooner
+    than its bound's rule allows."""
+    ENGINE_PROCESS_REQUESTS.labels(engine, cause).observe(requests)
+    if early:
+        ENGINE_EARLY_REPLACEMENTS.labels(engine).inc()
+
+
+def engine_memory_bound(bound_bytes: int, engine: str = "sail") -> None:
+    ENGINE_MEMORY_BOUND.labels(engine).set(bound_bytes)
 
 
 def watch_engine(engine: str, source: Callable[[], tuple[int, int]]) -> None:

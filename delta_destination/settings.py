@@ -40,8 +40,13 @@ TEXT, CHOICE, NUMBER, BOOL = "text", "choice", "number", "bool"
 CONNECTION, RUNTIME, PROCESS = "connection", "runtime", "process"
 # The embedded engine's memory bound per door when not set (docs/engine-memory.md): a Fivetran server
 # or an Airbyte run writes many tables (a fresh engine holds ~3-4 MiB per table it has written), a
-# Conduit connector the few tables of one pipeline, beside Conduit itself.
-DEFAULT_ENGINE_MAX_MEMORY_MB = {"fivetran": 1024, "airbyte": 1024, "conduit": 256}
+# Conduit connector the few tables of one pipeline, beside Conduit itself. A Conduit connector's bound
+# is derived from its engine instead (its warm size + DEFAULT_ENGINE_MEMORY_HEADROOM_MB, docs/conduit.md),
+# this figure being only its ceiling: a fixed 256 MiB sat below one keyed table's working set and
+# replaced the engine every 20 requests.
+DEFAULT_ENGINE_MAX_MEMORY_MB = {"fivetran": 1024, "airbyte": 1024, "conduit": 1024}
+# How far past its warm size an engine may grow before it is replaced (0: the fixed bound above alone).
+DEFAULT_ENGINE_MEMORY_HEADROOM_MB = {"fivetran": 0, "airbyte": 0, "conduit": 256}
 
 
 @dataclass(frozen=True)
@@ -137,8 +142,13 @@ FIELDS: tuple[Field, ...] = (
     Field("engine_max_memory_mb", "Embedded engine memory bound (MiB)", "Replace the embedded Sail engine's process "
           "between requests once its resident memory passes this (never under a running request; 0 = never). Sail "
           "keeps memory for every statement it runs, so this bounds the destination's memory over weeks. Empty: "
-          "1024, or 256 in a Conduit connector.", kind=NUMBER, env="DELTA_DESTINATION_ENGINE_MAX_MEMORY_MB",
-          scope=RUNTIME, minimum=0),
+          "1024. With engine_memory_headroom_mb the bound is the lower of this and the engine's own.",
+          kind=NUMBER, env="DELTA_DESTINATION_ENGINE_MAX_MEMORY_MB", scope=RUNTIME, minimum=0),
+    Field("engine_memory_headroom_mb", "Embedded engine memory headroom (MiB)", "Derive the embedded engine's bound "
+          "from the engine itself: its resident memory once warm (after 20 requests) plus this; a healthy engine "
+          "is then replaced about once per 500 requests or less often, and a warning says when it grew faster. "
+          "0 = only engine_max_memory_mb. Empty: 0, or 256 in a Conduit connector.", kind=NUMBER,
+          env="DELTA_DESTINATION_ENGINE_MEMORY_HEADROOM_MB", scope=RUNTIME, minimum=0),
     Field("engine_max_requests", "Embedded engine requests bound", "Also replace the embedded Sail engine's process "
           "after it served this many requests (0 = no such bound).", kind=NUMBER, default="0", scope=RUNTIME,
           minimum=0),
@@ -164,6 +174,7 @@ class Runtime:
 
     spark_idle_minutes: float = 10.0
     engine_max_memory_mb: Optional[float] = None   # None: the door's default (DEFAULT_ENGINE_MAX_MEMORY_MB)
+    engine_memory_headroom_mb: Optional[float] = None   # None: the door's default (DEFAULT_ENGINE_MEMORY_HEADROOM_MB)
     engine_max_requests: int = 0
     compact_small_files: int = 50
     metrics_port: str = ""
@@ -171,11 +182,22 @@ class Runtime:
     def engine_memory_bound_mb(self, door: str) -> float:
         """
         >>> Runtime().engine_memory_bound_mb("conduit"), Runtime(engine_max_memory_mb=0).engine_memory_bound_mb("x")
-        (256, 0)
+        (1024, 0)
         """
         if self.engine_max_memory_mb is not None:
             return self.engine_max_memory_mb
         return DEFAULT_ENGINE_MAX_MEMORY_MB.get(door, DEFAULT_ENGINE_MAX_MEMORY_MB["fivetran"])
+
+    def engine_memory_headroom(self, door: str) -> float:
+        """
+        >>> Runtime().engine_memory_headroom("conduit"), Runtime().engine_memory_headroom("fivetran")
+        (256, 0)
+        >>> Runtime(engine_memory_headroom_mb=0).engine_memory_headroom("conduit")
+        0
+        """
+        if self.engine_memory_headroom_mb is not None:
+            return self.engine_memory_headroom_mb
+        return DEFAULT_ENGINE_MEMORY_HEADROOM_MB.get(door, 0)
 
     def __post_init__(self):
         if self.metrics_port:

@@ -115,7 +115,8 @@ class BrokerStream:
 
 class PluginProcess:
     def __init__(self, log_path: Path, schema_port: Optional[int] = None, extra_env=None, versions="1,2",
-                 broker: bool = True):
+                 broker: bool = True, root: Path = ROOT):
+        """`root`: the checkout whose connector runs (`python -m` imports from its working directory)."""
         env = {"PATH": os.environ.get("PATH", ""), COOKIE_KEY: COOKIE_VALUE, "PLUGIN_PROTOCOL_VERSIONS": versions,
                "PLUGIN_MIN_PORT": "10000", "PLUGIN_MAX_PORT": "25000",
                "CONDUIT_CONNECTOR_TOKEN": TOKEN, "CONDUIT_CONNECTOR_ID": "test:dst",
@@ -127,7 +128,7 @@ class PluginProcess:
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.started = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "delta_destination.doors.conduit.main"], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "delta_destination.doors.conduit.main"], cwd=root,
                                      stdout=subprocess.PIPE, stderr=self._log, env=env)
         self.first_line = self.proc.stdout.readline().decode()
         self.handshake_seconds = time.monotonic() - self.started

@@ -26,11 +26,15 @@ def recycle_policy(options: Runtime, door: str) -> RecyclePolicy:
     """
     >>> recycle_policy(Runtime(engine_max_memory_mb=512, engine_max_requests=0), "fivetran").max_memory_bytes // 2**20
     512
-    >>> recycle_policy(Runtime(), "conduit").max_memory_bytes // 2**20
-    256
+    >>> p = recycle_policy(Runtime(), "conduit")
+    >>> p.derived, p.headroom_bytes // 2**20, p.max_memory_bytes // 2**20
+    (True, 256, 1024)
+    >>> recycle_policy(Runtime(), "fivetran").derived
+    False
     """
     return RecyclePolicy(max_memory_bytes=int(options.engine_memory_bound_mb(door) * MIB),
-                         max_requests=int(options.engine_max_requests))
+                         max_requests=int(options.engine_max_requests),
+                         headroom_bytes=int(options.engine_memory_headroom(door) * MIB))
 
 
 @dataclass

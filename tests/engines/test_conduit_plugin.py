@@ -292,3 +292,53 @@ def test_stop_racing_the_stream_waits_for_the_last_record(plugin, tmp_path):
     run.close()
     p.teardown()
     assert sorted(k[0] for k in rows_by_key(wh / "conduit" / "race", ["id"])) == list(range(1, 51))
+
+
+def test_a_stream_of_small_batches_keeps_its_engine_without_churn_or_warning(plugin, tmp_path):
+    """A few hundred ~5-record commits on one keyed table, as a Conduit pipeline sends them: the
+    engine's bound is derived from its own size once warm (docs/conduit.md), so the engine is replaced
+    at most once (a healthy engine: at most once per 500 requests) and the log holds no warning; the
+    metrics endpoint counts what happened, and the table equals the stream replayed. With the former
+    fixed bound of 256 MiB the engine was replaced every ~20 requests, each time with a warning."""
+    from bench.soak_measures import restarts, scrape
+    from testkit.server_process import free_port
+
+    wh, port = tmp_path / "wh", free_port()
+    batches, per, keys = 250, 5, 300
+    recs, events = [], []
+    for i in range(1, batches * per + 1):
+        k = (i * 7919) % keys
+        if i % 9 == 0:
+            recs.append(record(i, DELETE, key={"id": k}))
+            events.append(("delete", (k,), None))
+        else:
+            row = {"id": k, "name": f"n{i}", "amount": i}
+            recs.append(record(i, CREATE if i <= keys else UPDATE, key={"id": k}, after=row,
+                               metadata={"opencdc.collection": "events"}))
+            events.append(("upsert", (k,), row))
+    p = plugin()
+    run = p.open(connector_config(wh, table="events", metrics_port=f"127.0.0.1:{port}",
+                                  **{"sdk.batch.size": per, "sdk.batch.delay": "0"}))
+    run.send_lazily(recs)                    # the writer takes them `per` at a time: one commit each
+    acks = run.wait_acks(len(recs), timeout=600)
+    assert [a.position for a in acks] == [r.position for r in recs] and all(a.error == "" for a in acks)
+    metrics = scrape(port)
+    p.stop(recs[-1].position)
+    run.close()
+    p.teardown()
+    p.kill_gracefully()
+
+    commits = delta_version(str(wh / "conduit" / "events"))
+    assert commits >= batches                # one commit per batch (and a few compactions)
+    assert {k: r["amount"] for k, r in rows_by_key(wh / "conduit" / "events", ["id"]).items()} == \
+        {k: r["amount"] for k, r in replay(events).items()}
+    lines = [json.loads(line) for line in p.log_text().splitlines() if line.strip()]
+    warm = [x["@message"] for x in lines if " is warm after " in x["@message"]]
+    assert warm and "its memory bound is" in warm[0], warm          # the bound came from the engine itself
+    replaced = [x["@message"] for x in lines if "replaced by pid" in x["@message"]]
+    assert len(replaced) <= 1, replaced
+    assert [x for x in lines if x["@level"] in ("warn", "error")] == []
+    assert restarts(metrics).get("memory", 0) == len(replaced), (restarts(metrics), replaced)
+    assert metrics.get("delta_destination_engine_early_replacements_total{engine=sail}", 0) == 0
+    assert metrics["delta_destination_engine_memory_bound_bytes{engine=sail}"] > 0
+    print(f"{commits} commits: {warm[0]}; replaced {len(replaced)} times {replaced}")

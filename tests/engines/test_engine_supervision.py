@@ -87,6 +87,64 @@ def test_a_process_over_its_memory_bound_is_replaced_and_a_dead_one_restarted():
     assert sup.pids() == []
 
 
+def test_a_derived_bound_follows_the_warm_size_and_an_engine_that_outgrows_it_soon_is_a_warning():
+    """The bound is the process's own size once warm + the headroom: an engine that then holds more
+    (here: the test parks 4 x 16 MiB of rows in the engine's session, as a leak would) is replaced
+    at the end of the next request, and since that came long before `horizon` requests it is a
+    warning and an early replacement in the metrics; its replacement is warm again on its own."""
+    import logging
+
+    import pyarrow as pa
+
+    from delta_destination import metrics
+    from delta_destination.engines.pool import connect
+
+    class Lines(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.records = []
+
+        def emit(self, record):
+            self.records.append(record)
+
+    lines = Lines()
+    logger = logging.getLogger("delta_destination.engines.supervisor")
+    logger.addHandler(lines)
+    def early() -> float:
+        return metrics.REGISTRY.get_sample_value("delta_destination_engine_early_replacements_total",
+                                                 {"engine": "sail"}) or 0.0
+
+    early_before = early()
+    forgotten: list[str] = []
+    policy = RecyclePolicy(max_memory_bytes=0, headroom_bytes=32 * 2**20, min_requests=2)
+    sup = supervisor(policy, forgotten)
+    try:
+        first = sup.acquire()
+        sup.release(first)
+        sup.release(sup.acquire())                 # 2 served: warm, and its bound is fixed now
+        assert first.warm_bytes and policy.bound(first.warm_bytes) == first.warm_bytes + 32 * 2**20
+        held = sup.acquire()
+        spark = connect(held.url, {})
+        block = pa.table({"v": [b"x" * 1024] * (16 * 1024)})   # 16 MiB
+        for i in range(4):
+            spark.createDataFrame(block).createOrReplaceTempView(f"parked_{i}")
+        spark.stop()                               # the session ends; what the engine keeps stays
+        assert held.process.resident_bytes() > policy.bound(first.warm_bytes)
+        sup.release(held)
+        wait_until(lambda: sup.current_url() not in ("", first.url), what="the replacement")
+        warnings = [r.getMessage() for r in lines.records if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1 and "replaced by pid" in warnings[0] and "faster than the headroom" in warnings[0]
+        assert "MiB once warm + 32 MiB headroom" in warnings[0], warnings
+        assert early() == early_before + 1
+        second = sup.acquire()
+        assert second.warm_bytes is None and second.number == 2
+        sup.release(second)
+    finally:
+        logger.removeHandler(lines)
+        sup.stop()
+    assert sup.pids() == []
+
+
 def test_a_statement_on_a_dead_engine_fails_at_once_and_the_next_lease_works(tmp_path):
     """The client does not retry a port whose process is gone (half a minute with its policy)."""
     engines = EnginePool()

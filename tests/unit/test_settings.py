@@ -104,8 +104,8 @@ def test_runtime_settings_are_the_same_on_every_long_running_door():
     from delta_destination.settings import RUNTIME_FIELDS, Runtime, runtime_from_values
 
     keys = [f.key for f in RUNTIME_FIELDS]
-    assert keys == ["spark_idle_minutes", "engine_max_memory_mb", "engine_max_requests", "compact_small_files",
-                    "metrics_port"]
+    assert keys == ["spark_idle_minutes", "engine_max_memory_mb", "engine_memory_headroom_mb", "engine_max_requests",
+                    "compact_small_files", "metrics_port"]
     assert not set(keys) & {f.name for f in configuration_form(Settings.create("/wh")).fields}
     assert set(keys) <= set(airbyte_spec()["connectionSpecification"]["properties"])
     assert set(keys) <= set(conduit_spec().destination_params)
@@ -117,11 +117,17 @@ def test_runtime_settings_are_the_same_on_every_long_running_door():
     assert airbyte_config(values).runtime == from_server
     assert conduit_config({**values, "engine_max_memory_mb": "300"}).runtime == from_server
     assert from_server == Runtime(engine_max_memory_mb=300.0, metrics_port="127.0.0.1:9464")
-    # Unset: each door's default bound (a Conduit connector writes few tables beside Conduit).
+    # Unset: each door's default bound; a Conduit connector's is derived from its engine (its size once
+    # warm + a headroom of 256 MiB), under the same ceiling.
     unset = runtime_from_values({}, environ={})
-    assert (unset.engine_memory_bound_mb("fivetran"), unset.engine_memory_bound_mb("conduit")) == (1024, 256)
+    assert (unset.engine_memory_bound_mb("fivetran"), unset.engine_memory_bound_mb("conduit")) == (1024, 1024)
+    assert (unset.engine_memory_headroom("fivetran"), unset.engine_memory_headroom("conduit")) == (0, 256)
+    assert conduit_config({"warehouse": "/wh", "engine_memory_headroom_mb": "0"}).runtime.engine_memory_headroom("conduit") == 0
+    assert runtime_from_values({}, environ={"DELTA_DESTINATION_ENGINE_MEMORY_HEADROOM_MB": "128"}
+                               ).engine_memory_headroom("fivetran") == 128
     assert runtime_from_values({}, environ={"DELTA_DESTINATION_ENGINE_MAX_MEMORY_MB": "700"}).engine_max_memory_mb == 700
     for bad, message in (({"metrics_port": "nine"}, "metrics_port"), ({"engine_max_memory_mb": -1}, "engine_max_memory_mb"),
+                         ({"engine_memory_headroom_mb": "lots"}, "engine_memory_headroom_mb"),
                          ({"engine_max_requests": "x"}, "engine_max_requests")):
         with pytest.raises(InvalidRequest, match=message):
             runtime_from_values(bad, environ={})
