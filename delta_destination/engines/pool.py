@@ -124,7 +124,7 @@ class EnginePool:
             self._refuse_once_stopped()
             supervisor = self._sail.get(identity)
             if supervisor is None:
-                env = sail_environment(settings.storage)
+                env = sail_environment(settings.storage, returning_allocator=self.recycle.derived)
                 label = "the Sail engine" if not identity else "the Sail engine of a warehouse with its own storage settings"
                 supervisor = self._sail[identity] = SupervisedEngine(lambda: SailProcess(env), self.recycle,
                                                                      self._release_sessions_of, label)

@@ -24,7 +24,7 @@ from ..errors import EngineUnavailable
 from ..frozen import is_frozen
 from ..storage import StorageOptions, stores
 from . import launcher
-from .sail_engine import ENGINE_ENV, SUB_COMMAND
+from .sail_engine import ENGINE_ENV, RETURNING_ALLOCATOR_ENV, SUB_COMMAND
 
 log = logs.get(__name__)
 
@@ -48,16 +48,18 @@ def storage_identity(options: StorageOptions, environ: Mapping[str, str] = os.en
     return "" if served_by_environment(options, environ) else options.identity()
 
 
-def sail_environment(options: StorageOptions, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+def sail_environment(options: StorageOptions, environ: Mapping[str, str] = os.environ,
+                     returning_allocator: bool = False) -> dict[str, str]:
     """A Sail process's environment: this process's own where it serves the settings, else
     this process's with each store's variables replaced by `options` (Sail reads object_store's
-    variables, AWS_* and AZURE_*, from its environment only).
+    variables, AWS_* and AZURE_*, from its environment only). `returning_allocator`: its allocator
+    gives freed memory back at once (sail_engine.RETURNING_ALLOCATOR_ENV).
     >>> env = sail_environment(StorageOptions(endpoint="http://s3:1"), {"AWS_REGION": "x", "HOME": "/h"})
     >>> env["AWS_ENDPOINT_URL"], env["AWS_ALLOW_HTTP"], "AWS_REGION" in env, env["HOME"]
     ('http://s3:1', 'true', False, '/h')
     """
     env = stores.sail_environment(options, environ)
-    for key, value in ENGINE_ENV.items():
+    for key, value in {**ENGINE_ENV, **(RETURNING_ALLOCATOR_ENV if returning_allocator else {})}.items():
         env.setdefault(key, value)
     return env
 

@@ -32,14 +32,18 @@ from .launcher import PARENT_GONE, die_with_parent
 
 # The engine must never spill query data (plaintext customer rows) to temporary files; its own
 # log lines go to stderr, which the supervisor discards (they can quote values): warnings only.
+ENGINE_ENV = {"SAIL_RUNTIME__TEMPORARY_FILES__MAX_SIZE": "0", "RUST_LOG": "warn"}
 # Sail's allocator (mimalloc) commits its arenas eagerly and then never gives freed pages back:
 # a process fed ~5-record MERGEs grew ~5 MiB per request (170 -> 1,000 MiB of resident memory in
 # 170 requests, all of it anonymous memory, none lazily freed), which the supervisor saw as
 # growth and replaced it for. With arenas committed on demand and freed pages returned at once it
 # held 250 MiB after 150 requests and 361 MiB after 600 (docs/conduit.md, "Memory of the embedded
-# engine"), at the same speed.
-ENGINE_ENV = {"SAIL_RUNTIME__TEMPORARY_FILES__MAX_SIZE": "0", "RUST_LOG": "warn",
-              "MIMALLOC_ARENA_EAGER_COMMIT": "0", "MIMALLOC_PURGE_DELAY": "0", "MIMALLOC_PURGE_DECOMMITS": "1"}
+# engine"). It costs CPU on big statements: the 1M-row bench's 100k upsert, partial update and
+# delete took 9.6 / 22.6 / 18.2 CPU seconds with it and 5.7 / 15.6 / 10.0 without (docs/benchmarks.md).
+# So only engines whose bound is derived from their own size (a door of small batches: Conduit,
+# engines/pool.py) get it.
+RETURNING_ALLOCATOR_ENV = {"MIMALLOC_ARENA_EAGER_COMMIT": "0", "MIMALLOC_PURGE_DELAY": "0",
+                           "MIMALLOC_PURGE_DECOMMITS": "1"}
 SUB_COMMAND = "sail-engine"
 
 
