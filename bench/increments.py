@@ -217,8 +217,10 @@ def checkout(sha: str) -> Path:
     return where
 
 
-def head() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+def server_commit(root: Path) -> str:
+    """The newest commit of that checkout that changed the server's package (what the run measures)."""
+    return subprocess.run(["git", "log", "-1", "--format=%h", "--", "delta_destination"], cwd=root,
+                          capture_output=True, text=True).stdout.strip()
 
 
 def load() -> str:
@@ -229,6 +231,7 @@ class Run:
     def __init__(self, engine: str, code: str, server_root: Path, work: Path, floor: bool):
         self.engine, self.code, self.server_root, self.work, self.floor = engine, code, server_root, work, floor
         self.phase = 0
+        self.on_size = None    # called with the result so far after each size
 
     def launcher(self, warehouse: Path):
         # What `make run` runs (the console script's module, `--engine auto` when no ENGINE is given), from
@@ -288,9 +291,14 @@ class Run:
                     r["floor"] = run_floor(floor_copy, kinds)
                     shutil.rmtree(floor_copy, ignore_errors=True)
                 sizes.append(r)
+                if self.on_size is not None:   # what is measured so far survives a run cut short
+                    self.on_size(self.result(sizes, [x for x in sampler.samples if x.pss]))
         finally:
             samples = sampler.stop()
             srv.stop()
+        return self.result(sizes, samples)
+
+    def result(self, sizes: list[dict], samples) -> dict:
         for si, r in enumerate(sizes):
             phase = [s.total for s in samples if s.progress in (2 * si + 1, 2 * si + 2)]
             inc = [s.total for s in samples if s.progress == 2 * si + 2]
@@ -347,7 +355,7 @@ def run_floor(table: Path, kinds: dict) -> dict:
 
 def table_lines(results: list[dict]) -> list[str]:
     out = ["| rows | engine | code | kind | p50 s | p95 s | files removed | files added | rows copied | "
-           "MiB added (log) | MiB written | DVs | write ampl. | delta-rs p50 s | engine that wrote | peak MiB |",
+           "MiB added (log) | KiB written | DVs | write ampl. | delta-rs p50 s | engine that wrote | peak MiB |",
            "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     rows = []
     for r in results:
@@ -359,7 +367,7 @@ def table_lines(results: list[dict]) -> list[str]:
         wrote = ", ".join(e.split(" ")[0] for e in k["engines"])
         out.append(f"| {size_label(size)} | {engine} | {code} | {kind} | {k['p50_s']} | {k['p95_s']} | "
                    f"{k['files_removed']:g} | {k['files_added']:g} | {k['rows_copied']:,.0f} | "
-                   f"{k['bytes_added'] / MIB:.1f} | {k['bytes_written'] / MIB:.2f} | {k['dvs_added']:g} | "
+                   f"{k['bytes_added'] / MIB:.1f} | {k['bytes_written'] / 1024:,.0f} | {k['dvs_added']:g} | "
                    f"{k['write_amplification']:,.0f}x | {floor} | {wrote} | {s['peak_mib']} |")
     return out
 
@@ -391,16 +399,18 @@ def main(argv=None) -> int:
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     print(f"planning {', '.join(size_label(s) for s in sizes)} (cache {args.cache}), load {load()}", flush=True)
     plan = Workload(args.cache, sizes, args.repeat).plan()
-    codes = [] if args.only_baseline else [(f"new {head()}", "new", ROOT)]
+    codes = [] if args.only_baseline else [(f"new {server_commit(ROOT)}", "new", ROOT)]
     if args.baseline_commit:
         codes.append((f"old {args.baseline_commit}", "old", checkout(args.baseline_commit)))
     work = Path(tempfile.mkdtemp(prefix="increments-", dir=args.work))
     results = []
     for engine in engines:
         for code, label, root in codes:
-            r = Run(engine, code, root, work / f"{label}-{engine}", floor=not args.no_floor).go(plan)
-            r["code_label"] = label
-            r["sizes_arg"] = args.sizes
+            run = Run(engine, code, root, work / f"{label}-{engine}", floor=not args.no_floor)
+            tag = {"code_label": label, "sizes_arg": args.sizes, "repeat": args.repeat}
+            if not args.no_save:
+                run.on_size = lambda partial: save([{**partial, **tag}])
+            r = {**run.go(plan), **tag}
             results.append(r)
             print("\n".join(table_lines([r])), flush=True)
             if not args.no_save:
