@@ -91,7 +91,7 @@ def commit_figures(table_path: Path, after: int) -> dict:
     A file re-added with a deletion vector (remove P, add P + DV) is not new data: `bytes_written`
     counts new data files and the deletion vectors' own bytes; `bytes_added` is the log's add.size sum."""
     out = {"commits": 0, "files_removed": 0, "files_added": 0, "bytes_added": 0, "bytes_written": 0,
-           "rows_copied": 0, "dvs_added": 0, "operations": [], "engines": []}
+           "rows_copied": 0, "dvs_added": 0, "scan_ms": 0, "rewrite_ms": 0, "operations": [], "engines": []}
     for v in range(after + 1, log_version(table_path) + 1):
         path = table_path / "_delta_log" / f"{v:020d}.json"
         actions = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -115,6 +115,10 @@ def commit_figures(table_path: Path, after: int) -> dict:
                 out["engines"].append(ci.get("engineInfo") or ci.get("clientVersion"))
                 metrics = ci.get("operationMetrics") or {}
                 out["rows_copied"] += int(metrics.get("numTargetRowsCopied") or 0)
+                # Delta on Spark's own split of a MERGE (Sail's log has no such metrics): how long it
+                # scanned the target for matches, how long it wrote.
+                out["scan_ms"] += int(metrics.get("scanTimeMs") or 0)
+                out["rewrite_ms"] += int(metrics.get("rewriteTimeMs") or 0)
     return out
 
 
@@ -206,6 +210,11 @@ def checkout(sha: str) -> Path:
     if not where.exists():
         subprocess.run(["git", "worktree", "add", "--detach", str(where), full], cwd=ROOT, check=True,
                        capture_output=True)
+    # What `make install` fetched beside the package (its Spark jars above all: without them the old
+    # server's auto finds no local Spark and keeps every table on the embedded engine).
+    for fetched in (".spark-jars", ".metastore-jars", ".hive-client-jars", ".tools"):
+        if (ROOT / fetched).exists() and not (where / fetched).exists():
+            (where / fetched).symlink_to((ROOT / fetched).resolve())
     for proto in ("delta_destination/doors/fivetran/_proto", "delta_destination/doors/conduit/_proto"):
         src, dst = ROOT / proto, where / proto
         if src.exists() and dst.exists():
@@ -321,7 +330,8 @@ def summary(per: list[dict]) -> dict:
     return {"p50_s": round(percentile(secs, 0.5), 3), "p95_s": round(percentile(secs, 0.95), 3),
             "max_s": round(max(secs), 3), "files_removed": med("files_removed"), "files_added": med("files_added"),
             "rows_copied": med("rows_copied"), "bytes_added": med("bytes_added"), "bytes_written": med("bytes_written"),
-            "dvs_added": med("dvs_added"), "write_amplification": med("write_amplification"),
+            "dvs_added": med("dvs_added"), "scan_ms": med("scan_ms") if all("scan_ms" in p for p in per) else None,
+            "write_amplification": med("write_amplification"),
             "engines": sorted({e for p in per for e in p["engines"] if e})}
 
 
@@ -372,11 +382,35 @@ def table_lines(results: list[dict]) -> list[str]:
     return out
 
 
+HEADING = "## Increments into big tables (make bench-increments)"
+
+
+def section(results: list[dict]) -> list[str]:
+    runs = "; ".join(f"{r['code']} {r['engine']}: {r['date']}, load {r['sizes'][0]['load_before'].split()[0]}-"
+                     f"{r['sizes'][-1]['load_after'].split()[0]}" for r in results if r["sizes"])
+    return [HEADING, "",
+            "One 20-column table (LONG key `id`) grown through the server by 1M-row WriteBatch requests of new keys; "
+            "at each size, one request at a time, 5 of each kind: `uniform` = 100-row upsert, 50 updates spread "
+            "uniformly over the table + 50 new keys; `recent` = the same with its updates among the newest 5% of rows; "
+            "`partial` = 20 partial updates (unmodified markers) + 5 deletes. Files removed / added, rows copied "
+            "(numTargetRowsCopied), MiB added (the log's add.size sum: a file re-added with a deletion vector counts "
+            "its whole size), KiB written (new data files + deletion vectors) and DVs come from the request's commits "
+            "in the Delta log (medians); write amplification = bytes written / the batch's Arrow bytes. delta-rs p50: "
+            "the same batches by `DeltaTable.merge` alone on a copy of the table (bench/baseline.py). Peak: the "
+            "server's process-tree PSS during that size. `new` and `old` ran the same batches on the same machine "
+            "in one session (the old server from a worktree of that commit on PYTHONPATH). The machine is shared "
+            f"(2 cores; 1-minute load at the start / end of each run: {runs}).", "",
+            *table_lines(results), ""]
+
+
 def save(results: list[dict]) -> None:
+    from .report_sections import splice
+
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
     mine = {(r["code_label"], r["engine"]) for r in results}
     kept = [o for o in old if (o.get("code_label"), o["engine"]) not in mine]
     RESULTS.write_text(json.dumps(kept + results, indent=1) + "\n")
+    splice(DOCS / "benchmarks.md", section(kept + results))
 
 
 def main(argv=None) -> int:
@@ -389,6 +423,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-floor", action="store_true", help="skip delta-rs's own MERGE on a copy of the table")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "bench-increments-cache")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()))
+    ap.add_argument("--tag", default="", help="appended to the saved runs' labels (a second run of the same code)")
     ap.add_argument("--no-save", action="store_true")
     ap.add_argument("--print", action="store_true", help="print the table of the saved results and stop")
     args = ap.parse_args(argv)
@@ -399,7 +434,7 @@ def main(argv=None) -> int:
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     print(f"planning {', '.join(size_label(s) for s in sizes)} (cache {args.cache}), load {load()}", flush=True)
     plan = Workload(args.cache, sizes, args.repeat).plan()
-    codes = [] if args.only_baseline else [(f"new {server_commit(ROOT)}", "new", ROOT)]
+    codes = [] if args.only_baseline else [(f"new {server_commit(ROOT)}{args.tag}", "new", ROOT)]
     if args.baseline_commit:
         codes.append((f"old {args.baseline_commit}", "old", checkout(args.baseline_commit)))
     work = Path(tempfile.mkdtemp(prefix="increments-", dir=args.work))
@@ -407,7 +442,7 @@ def main(argv=None) -> int:
     for engine in engines:
         for code, label, root in codes:
             run = Run(engine, code, root, work / f"{label}-{engine}", floor=not args.no_floor)
-            tag = {"code_label": label, "sizes_arg": args.sizes, "repeat": args.repeat}
+            tag = {"code_label": label + args.tag, "sizes_arg": args.sizes, "repeat": args.repeat}
             if not args.no_save:
                 run.on_size = lambda partial: save([{**partial, **tag}])
             r = {**run.go(plan), **tag}
