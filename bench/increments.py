@@ -365,8 +365,8 @@ def run_floor(table: Path, kinds: dict) -> dict:
 
 def table_lines(results: list[dict]) -> list[str]:
     out = ["| rows | engine | code | kind | p50 s | p95 s | files removed | files added | rows copied | "
-           "MiB added (log) | KiB written | DVs | write ampl. | delta-rs p50 s | engine that wrote | peak MiB |",
-           "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+           "MiB added (log) | KiB written | DVs | write ampl. | delta-rs p50 s | engine that wrote | peak MiB | load |",
+           "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     rows = []
     for r in results:
         for s in r["sizes"]:
@@ -378,7 +378,8 @@ def table_lines(results: list[dict]) -> list[str]:
         out.append(f"| {size_label(size)} | {engine} | {code} | {kind} | {k['p50_s']} | {k['p95_s']} | "
                    f"{k['files_removed']:g} | {k['files_added']:g} | {k['rows_copied']:,.0f} | "
                    f"{k['bytes_added'] / MIB:.1f} | {k['bytes_written'] / 1024:,.0f} | {k['dvs_added']:g} | "
-                   f"{k['write_amplification']:,.0f}x | {floor} | {wrote} | {s['peak_mib']} |")
+                   f"{k['write_amplification']:,.0f}x | {floor} | {wrote} | {s['peak_mib']} | "
+                   f"{s['load_before'].split()[0]}-{s['load_after'].split()[0]} |")
     return out
 
 
@@ -397,7 +398,8 @@ def section(results: list[dict]) -> list[str]:
             "its whole size), KiB written (new data files + deletion vectors) and DVs come from the request's commits "
             "in the Delta log (medians); write amplification = bytes written / the batch's Arrow bytes. delta-rs p50: "
             "the same batches by `DeltaTable.merge` alone on a copy of the table (bench/baseline.py). Peak: the "
-            "server's process-tree PSS during that size. `new` and `old` ran the same batches on the same machine "
+            "server's process-tree PSS during that size. Load: the machine's 1-minute load average before and after "
+            "that size's requests. `new` and `old` ran the same batches on the same machine "
             "in one session (the old server from a worktree of that commit on PYTHONPATH). The machine is shared "
             f"(2 cores; 1-minute load at the start / end of each run: {runs}).", "",
             *table_lines(results), ""]
