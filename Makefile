@@ -18,7 +18,7 @@ HIVE_CLIENT_JARS := .hive-client-jars
 AZURITE_DIR := .azurite
 AZURITE_VERSION := 3.37.0
 
-.PHONY: install install-python proto run test test-unit test-all test-slow test-clients airflow-venv bench bench-cluster bench-stores bench-soak bench-sync clean \
+.PHONY: install install-python proto run test test-unit test-all test-slow test-clients airflow-venv bench bench-cluster bench-stores bench-soak bench-sync bench-increments clean \
 	conduit airbyte-clients \
 	cluster cluster-stop cluster-status cluster-jars azurite gcs-server
 
@@ -186,6 +186,10 @@ bench-soak: install conduit
 # its metastore) beside a floor of bare libraries (docs/benchmarks.md "Many tables, small batches").
 bench-sync: install cluster-jars
 	$(BIN)/python -m bench.sync
+
+# Small increments into a table grown to big sizes (issue 35): docs/increments-results.json.
+bench-increments: install
+	$(BIN)/python -m bench.increments
 
 clean:
 	rm -rf $(VENV) $(SPARK_JARS) $(METASTORE_JARS) $(HIVE_CLIENT_JARS) $(PROTO_OUT)/*_pb2*.py $(PROTO_OUT)/*_pb2*.pyi
