@@ -6,6 +6,7 @@ what the image copies, finds every file it needs and plans the very commands it 
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import shlex
 import shutil
@@ -58,8 +59,12 @@ def _install_command() -> list[str]:
 
 
 def _dry_run(cwd, make_args) -> list[str]:
-    """The commands `make` would run for `make_args` from scratch (-B: as if nothing were built)."""
-    r = subprocess.run(["make", "-n", "-B", *make_args], cwd=cwd, capture_output=True, text=True)
+    """The commands `make` would run for `make_args` from scratch (-B: as if nothing were built). Run
+    from `make test-all` this make is a sub-make: without the parent's MAKELEVEL/MAKEFLAGS it does
+    not print "Entering directory" lines, which name the two folders and would differ."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+    r = subprocess.run(["make", "--no-print-directory", "-n", "-B", *make_args], cwd=cwd, capture_output=True,
+                       text=True, env=env)
     assert r.returncode == 0, f"make -n {' '.join(make_args)} in {cwd}: {r.stderr}"
     return r.stdout.splitlines()
 
