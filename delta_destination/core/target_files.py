@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from ..names import quote_ident as q, quote_string
 from .delta_log import open_table
+from .key_ranges import INTEGER_TYPES, PHYSICAL_NAME
 from .model import TableSchema
 
 # Up to this many distinct keys per column the predicate is an IN list (Delta's data skipping
@@ -38,9 +39,7 @@ from .model import TableSchema
 IN_LIST_MAX = 1000
 # At most this many ranges: split at the widest gaps between sorted keys.
 RANGES_MAX = 64
-INTEGER_TYPES = frozenset({"byte", "short", "integer", "long"})
 STRING_TYPES = frozenset({"string"})
-PHYSICAL_NAME = "delta.columnMapping.physicalName"
 
 
 @dataclass(frozen=True)
@@ -90,21 +89,12 @@ def read_file_stats(ref, keys: Sequence[str]) -> Optional[FileStats]:
         lo, hi = f"min.{physical}", f"max.{physical}"
         if lo not in adds.column_names or hi not in adds.column_names:
             continue
-        if kind in STRING_TYPES and not _strings_exact(adds.column(hi)):
-            # A string max may be truncated (Delta stops at 32 characters and marks the cut);
-            # such a file's max proves nothing, so its range is left open above.
-            columns[f"min.{key}"] = adds.column(lo)
-            columns[f"max.{key}"] = _open_truncated(adds.column(hi))
-        else:
-            columns[f"min.{key}"] = adds.column(lo)
-            columns[f"max.{key}"] = adds.column(hi)
+        columns[f"min.{key}"] = adds.column(lo)
+        # A string max may be truncated (Delta stops at 32 characters and marks the cut): such a
+        # file's max proves nothing, so its range is left open above.
+        columns[f"max.{key}"] = _open_truncated(adds.column(hi)) if kind in STRING_TYPES else adds.column(hi)
         ordered.append(key)
     return FileStats(pa.table(columns), tuple(ordered))
-
-
-def _strings_exact(col) -> bool:
-    lengths = pc.utf8_length(col)
-    return len(col) == 0 or (pc.max(lengths).as_py() or 0) < 32
 
 
 def _open_truncated(col):
