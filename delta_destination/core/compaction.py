@@ -16,7 +16,7 @@ bigger ones with delta-rs's `optimize.compact`:
   fails the compaction, never their commit);
 - only tables whose protocol delta-rs writes as it is: reader version 1 and writer version 2 or
   below without table features (what Sail creates), or deletion vectors as their only feature
-  (what big tables get, router.EngineLease.rewrite_properties). Tables with column mapping (what
+  (what big tables get, core/write_plan.py deletion_vectors_first). Tables with column mapping (what
   Spark creates here) are left to upkeep on Spark (core/upkeep.py);
 - a failure is logged once per table and the table is not tried again by this process (e.g. a
   store where delta-rs has no safe commit), so a stream is never slowed by retries.

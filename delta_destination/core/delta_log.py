@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+import pyarrow as pa
+
 from ..warehouse import Warehouse
 
 
@@ -119,13 +121,45 @@ def commit_info(warehouse: Warehouse, location: str, version: int) -> Optional[d
     return None
 
 
-def table_configuration(warehouse: Warehouse, location: str) -> Optional[dict[str, str]]:
-    """The table's current properties (its log, checkpoints included, through delta-rs); None
-    where the destination cannot read the log itself or the table cannot be read."""
+@dataclass(frozen=True)
+class LogField:
+    """A column as the Delta log's schema names it: its primitive type (`long`, `string`, ...;
+    None for nested types) and the name its statistics and files use (column mapping's physical
+    name, or the column's own)."""
+
+    type: Optional[str]
+    physical: str
+
+
+@dataclass(frozen=True)
+class TableSnapshot:
+    """One read of a table's Delta log (checkpoints included, through delta-rs): what a write is
+    planned from (core/write_plan.py). Read once per operation (registry.OpenTable.snapshot);
+    its pieces are read by pure functions: the live files' size (memory.table_size), their key
+    statistics (target_files.file_stats, key_ranges.keys_cannot_match), the properties (whether
+    deletion vectors are on)."""
+
+    version: int
+    configuration: dict[str, str]
+    fields: dict[str, LogField]
+    adds: pa.Table            # the live files, one row each: delta-rs's flattened add actions
+
+
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
+
+
+def read_snapshot(warehouse: Warehouse, location: str) -> Optional[TableSnapshot]:
+    """The table's snapshot; None where the destination cannot read the log itself (a store it
+    cannot list) or the table cannot be read (no table yet, or delta-rs refuses it): callers then
+    plan as if nothing were known (the engine reads every file, no guard)."""
     if not warehouse.can_list:
         return None
     try:
-        return dict(open_table(warehouse, location).metadata().configuration or {})
+        dt = open_table(warehouse, location)
+        fields = {f.name: LogField(getattr(f.type, "type", None), (f.metadata or {}).get(PHYSICAL_NAME, f.name))
+                  for f in dt.schema().fields}
+        adds = pa.table(dt.get_add_actions(flatten=True))
+        return TableSnapshot(dt.version(), dict(dt.metadata().configuration or {}), fields, adds)
     except Exception:  # noqa: BLE001 - delta-rs raises several types; unknown is the answer
         return None
 

@@ -39,13 +39,12 @@ import pyarrow.compute as pc
 from .. import logs
 from ..errors import SchemaMismatch
 from ..settings import Settings
-from .writer import CommitGuard, check_keys, commit, guard_merge, positional_arrays, skipping_filter
+from .writer import CommitGuard, before_merge, check_keys, commit, plan_for, positional_arrays
 from .registry import TableRegistry, OpenTable
 from .changes import ChangeSet, Changes, CommitResult, Op
 from .model import ACTIVE, END, START, TableSchema
 from .sql import H_CLOSE as OP_CLOSE, H_DELETE as OP_DELETE, H_UPSERT as OP_UPSERT
 from .sql import history_current_versions_sql, history_merge_sql
-from .target_files import batch_key_values
 from .types import arrow_type
 
 log = logs.get(__name__)
@@ -84,25 +83,31 @@ class HistoryWriter:
               read: Callable[[TableSchema], ChangeSet], what: str = "WriteHistoryBatch",
               guard: Optional[CommitGuard] = None) -> CommitResult:
         start_time = time.monotonic()
-        ahead = self.registry.read_ahead(settings, schema, table_name, read)   # before the lock (Writer.write)
-        with self.registry.opened(settings, schema, table_name, what, batch_bytes=ahead and ahead.batch_bytes) as t:
+        ref = self.registry.locate(settings, schema, table_name)
+        ahead = self.registry.read_ahead(settings, ref, read)   # before the lock (Writer.write)
+        with self.registry.opened(settings, schema, table_name, what, batch_bytes=ahead and ahead.batch_bytes,
+                                  ref=ref) as t:
             table = t.table
             keys = history_keys(table, t.display)
-            plan = _Planner(table, keys)
+            rows = _Planner(table, keys)
             changes = t.input(read, ahead)
-            counts = plan.add(changes)
+            counts = rows.add(changes)
             result = dict(upserts=counts["replace"], updates=counts["update"], deletes=counts["delete"])
-            if plan.empty:
+            if rows.empty:
                 log.info(f"{what} {t.display}: no rows, nothing to commit")
                 return CommitResult(t.display, t.ref.location, **result, seconds=time.monotonic() - start_time)
-            current = self._current_versions(t, plan)
-            source = plan.actions(current)
+            key_starts = rows.key_starts()
+            batch_keys = {k: key_starts.column(f"k{i}") for i, k in enumerate(keys)}
+            plan = plan_for(t, keys, batch_keys, changes.nbytes, history=True, after_commit=self.registry.after_commit_steps)
+            # The read of the current versions runs on the engine the table was opened on: the plan's
+            # predicate where that is also the MERGE's engine (a moved MERGE leaves Sail, which reads
+            # every file anyway).
+            current = self._current_versions(t, rows, key_starts, None if plan.moves else plan.target_predicate)
+            source = rows.actions(current)
             if source.num_rows:
-                guard_merge(t, source)
-                self.registry.prepare_rewrite(t, guard)
+                before_merge(t, plan, guard)
                 with t.eng.shipped(source, t.warehouse) as view:
-                    sql = history_merge_sql(t.sql_name, view, table, keys, START, END, ACTIVE,
-                                            skipping_filter(t, keys, batch_key_values(source, table, keys)))
+                    sql = history_merge_sql(t.sql_name, view, table, keys, START, END, ACTIVE, plan.target_predicate)
                     commit(t, f"merge into {t.display}", sql, guard)
                 t.outcome.committed = True
                 t.outcome.inserted, t.outcome.updated, t.outcome.deleted = counts["replace"] + counts["update"], 0, counts["delete"]
@@ -113,14 +118,12 @@ class HistoryWriter:
         )
         return CommitResult(t.display, t.ref.location, **result, committed=bool(source.num_rows), seconds=took)
 
-    def _current_versions(self, t: OpenTable, plan: "_Planner") -> pa.Table:
+    def _current_versions(self, t: OpenTable, rows: "_Planner", key_starts: pa.Table,
+                          target_filter: Optional[str]) -> pa.Table:
         """The stored versions a batch can touch, for the batch's keys: the active one, those at or
         after eff, and the latest one before eff (the version new ones continue from)."""
-        key_starts = plan.key_starts()
-        batch_keys = {k: key_starts.column(f"k{i}") for i, k in enumerate(plan.keys)}
         with t.eng.shipped(key_starts, t.warehouse) as view:
-            sql = history_current_versions_sql(t.sql_name, view, plan.keys, START, ACTIVE,
-                                               skipping_filter(t, plan.keys, batch_keys))
+            sql = history_current_versions_sql(t.sql_name, view, rows.keys, START, ACTIVE, target_filter)
             got = t.eng.arrow("read current versions", sql)
         cols = [got.column(c.name).cast(arrow_type(c)) for c in t.table.columns]
         return pa.Table.from_arrays(cols, names=t.table.column_names)

@@ -14,16 +14,15 @@ superset): still safe. Anything not proven falls back to the engine's probe.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .delta_log import open_table
+from .delta_log import TableSnapshot
 from .model import TableSchema
 
 INTEGER_TYPES = frozenset({"byte", "short", "integer", "long"})
-PHYSICAL_NAME = "delta.columnMapping.physicalName"
 
 
 def ranges_disjoint(files: pa.Table, source: dict[str, tuple[int, int]]) -> bool:
@@ -62,22 +61,16 @@ def source_ranges(source: pa.Table, table: TableSchema, keys: Sequence[str]) -> 
     return out
 
 
-def keys_cannot_match(ref, table: TableSchema, keys: Sequence[str], source: pa.Table) -> bool:
-    """True when the log proves no source key of the table at `ref` (a registry.TableRef) is
-    stored; False when unsure (also where the destination cannot read the log itself)."""
-    if not ref.warehouse.can_list or source.num_rows == 0:
-        return False
-    try:
-        dt = open_table(ref.warehouse, ref.location)
-        fields = {f.name: f for f in dt.schema().fields}
-        files = pa.table(dt.get_add_actions(flatten=True))
-    except Exception:  # noqa: BLE001 - unreadable here: let the engine answer
+def keys_cannot_match(snapshot: Optional[TableSnapshot], table: TableSchema, keys: Sequence[str],
+                      source: pa.Table) -> bool:
+    """True when the table's snapshot proves no source key is stored; False when unsure (also
+    where the destination could not read the log itself: `snapshot` None)."""
+    if snapshot is None or source.num_rows == 0:
         return False
     ranges = {}
     for key, bounds in source_ranges(source, table, keys).items():
-        field = fields.get(key)
-        if field is None or getattr(field.type, "type", None) not in INTEGER_TYPES:
+        field = snapshot.fields.get(key)
+        if field is None or field.type not in INTEGER_TYPES:
             continue
-        physical = (field.metadata or {}).get(PHYSICAL_NAME, key)
-        ranges[physical] = bounds
-    return ranges_disjoint(files, ranges)
+        ranges[field.physical] = bounds
+    return ranges_disjoint(snapshot.adds, ranges)

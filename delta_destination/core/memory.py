@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import MemoryBudgetExceeded
-from .delta_log import open_table
+from .delta_log import TableSnapshot
 
 GB = 2**30
 
@@ -27,16 +27,20 @@ class TableSize:
     rows: Optional[int]   # None when a writer left no row counts in its statistics
 
 
-def table_size(ref) -> Optional[TableSize]:
-    """Sum of the live files' `add.size` (and numRecords) of the table at `ref` (a
-    registry.TableRef), read from its log with delta-rs; None where the destination cannot
-    read the log itself (not measured: no guard there)."""
-    if not ref.warehouse.can_list:
+def table_size(snapshot: Optional[TableSnapshot]) -> Optional[TableSize]:
+    """Sum of the live files' `add.size` (and numRecords) of a table's snapshot; None when the
+    destination could not read the log itself (not measured: no guard there).
+    >>> import pyarrow as pa
+    >>> table_size(TableSnapshot(3, {}, {}, pa.table({"size_bytes": [10, 5], "num_records": [2, 1]})))
+    TableSize(files=2, bytes=15, rows=3)
+    >>> table_size(None) is None
+    True
+    """
+    if snapshot is None:
         return None
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    adds = pa.table(open_table(ref.warehouse, ref.location).get_add_actions(flatten=True))
+    adds = snapshot.adds
     if adds.num_rows == 0:
         return TableSize(0, 0, 0)
     size = pc.sum(adds.column("size_bytes")).as_py() or 0

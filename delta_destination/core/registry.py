@@ -24,9 +24,8 @@ from .. import logs
 from . import metadata
 from .changes import ChangeSet
 from .events import Events, TableOutcome
-from .delta_log import commits_keep_metadata, table_configuration
-from .memory import TableSize, table_size
-from .target_files import FileStats, TouchedFiles, read_file_stats, touched_files
+from .delta_log import TableSnapshot, commits_keep_metadata, read_snapshot
+from .memory import table_size
 from .metastore import Metastore
 from .model import TableSchema
 from .types import column_from_spark, same_storage
@@ -79,12 +78,12 @@ class OpenTable:
     lease: EngineLease          # the engine that serves it, and why
     outcome: TableOutcome
     table: Optional[TableSchema]
-    size: Optional[TableSize] = None  # the table's live files when the router measured it at opening (None: not measured)
-    _stats: Optional[FileStats] = None  # its files' key statistics, once read (touched)
+    _snapshot: Optional[TableSnapshot] = None  # its Delta log, once read (snapshot())
+    _read: bool = False
 
     @property
     def eng(self) -> EngineSession:
-        """The engine session (it can change once: the router may move a MERGE elsewhere)."""
+        """The engine session (it can change once: a write's plan may move its MERGE elsewhere)."""
         return self.lease.session
 
     @property
@@ -105,19 +104,13 @@ class OpenTable:
         """The engine that serves the operation and why, for its log line."""
         return self.lease.served_by
 
-    def measured(self) -> Optional[TableSize]:
-        """The table's live files from its Delta log (measured once per operation: at opening when
-        the router measured it, else now; None where the destination cannot read the log)."""
-        if self.size is None:
-            self.size = table_size(self.ref)
-        return self.size
-
-    def touched(self, keys: list[str], batch_keys: dict) -> Optional[TouchedFiles]:
-        """The files a keyed write of `batch_keys` can touch, from the table's Delta log (its key
-        statistics read once per operation; None where the destination cannot read the log)."""
-        if self._stats is None:
-            self._stats = read_file_stats(self.ref, keys)
-        return touched_files(self._stats, batch_keys) if self._stats is not None else None
+    def snapshot(self) -> Optional[TableSnapshot]:
+        """The table's Delta log as of now (the table's lock is held), read once per operation:
+        at opening when the router needed the table's size, else at the first ask; None where the
+        destination cannot read the log itself (or there is no table)."""
+        if not self._read:
+            self._snapshot, self._read = read_table_snapshot(self.ref), True
+        return self._snapshot
 
     def input(self, read: Callable[[TableSchema], T], ahead: Optional["ReadAhead"]) -> T:
         """The request's input for the table as it is now: what was read ahead of the lock when
@@ -130,6 +123,11 @@ class OpenTable:
     def sql_name(self) -> str:
         """The table's name in the engine's SQL."""
         return self.eng.table_name(self.ref.location)
+
+
+def read_table_snapshot(ref: TableRef) -> Optional[TableSnapshot]:
+    """The snapshot of the table at `ref` (None: no table, or a log the destination cannot read)."""
+    return read_snapshot(ref.warehouse, ref.location)
 
 
 class TableRegistry:
@@ -152,22 +150,6 @@ class TableRegistry:
         """The engine of an operation that opens no table (a lease from the router)."""
         with self.router.lease(settings, upkeep) as lease:
             yield lease.session
-
-    def prepare_rewrite(self, t: "OpenTable", guard: Optional[Callable[[], None]] = None) -> None:
-        """Before the engine rewrites an existing table (a MERGE): the table properties it wants
-        first (EngineLease.rewrite_properties), in one metadata-only commit, once per table. A crash
-        after that commit leaves the data as before the request; its replay skips it. `guard`: the
-        door's last word before a commit (core/writer.py, CommitGuard), asked first."""
-        if t.table is None:
-            return
-        change = t.lease.rewrite_properties(lambda: table_configuration(t.warehouse, t.ref.location),
-                                            lambda: getattr(t.measured(), "bytes", None))
-        if change is None:
-            return
-        if guard is not None:
-            guard()
-        log.info(f"{t.display}: {change.why}")
-        self.set_properties(t.eng, t.ref, change.properties)
 
     # ---- locating and locking ------------------------------------------------------------
 
@@ -194,42 +176,42 @@ class TableRegistry:
 
     @contextmanager
     def opened(self, settings: Settings, schema: str, table: str, operation: Optional[str] = None,
-               require: bool = True, also: tuple[TableRef, ...] = (), batch_bytes: Optional[int] = None
-               ) -> Iterator[OpenTable]:
-        """The one way an operation opens a table: located (names checked first), the engine's
-        session, the table's lock (and those of `also`, in a fixed order), a START/COMPLETE/FAIL
-        event when `operation` is named, and the current schema (TableNotFound when `require`).
-        `batch_bytes`: the size of a batch read ahead, for the router (EngineRouter.table_lease)."""
-        ref = self.locate(settings, schema, table)
+               require: bool = True, also: tuple[TableRef, ...] = (), batch_bytes: Optional[int] = None,
+               ref: Optional[TableRef] = None) -> Iterator[OpenTable]:
+        """The one way an operation opens a table: located (names checked first; `ref`: already
+        located by the caller), the engine's session, the table's lock (and those of `also`, in a
+        fixed order), a START/COMPLETE/FAIL event when `operation` is named, and the current schema
+        (TableNotFound when `require`). `batch_bytes`: the size of a batch read ahead, for the
+        router (EngineRouter.table_lease); a write reads the table's Delta log at opening (it plans
+        from it), other operations only when the router's choice needs the table's size."""
+        ref = ref or self.locate(settings, schema, table)
         opened: list[OpenTable] = []
         with self.locked(ref, *also):
-            measured: list[Optional[TableSize]] = [None]
-
-            def measure() -> Optional[int]:
-                """The table's live Parquet bytes, for the router's choice and the same request's
-                memory guard (the Delta log is read once)."""
-                if ref.warehouse.can_list and ref.warehouse.has_commits(ref.location):
-                    measured[0] = table_size(ref)
-                return measured[0].bytes if measured[0] is not None else None
-
-            with self.router.table_lease(settings, measure, ref.location, batch_bytes) as lease, \
+            snapshot, read = None, False
+            if batch_bytes is not None or self.router.measures_tables(settings):
+                snapshot, read = read_table_snapshot(ref), True
+            size = table_size(snapshot)
+            with self.router.table_lease(settings, size.bytes if size else None, ref.location, batch_bytes) as lease, \
                     self._operation(operation, ref) as outcome:
                 current = self.require(lease.session, ref) if require else self.describe(lease.session, ref)
                 if current is not None:
                     outcome.columns = current.columns
-                opened.append(OpenTable(ref, lease, outcome, current, measured[0]))
+                opened.append(OpenTable(ref, lease, outcome, current, snapshot, read))
                 yield opened[0]
         if self.after_commit is not None and opened[0].outcome.committed:
             self.after_commit(ref)
 
-    def read_ahead(self, settings: Settings, schema: str, table: str,
-                   read: Callable[[TableSchema], object]) -> Optional[ReadAhead]:
+    @property
+    def after_commit_steps(self) -> tuple[str, ...]:
+        """What runs once a write committed, for its plan's log line."""
+        return ("events",) + (("small-file compaction check",) if self.after_commit is not None else ())
+
+    def read_ahead(self, settings: Settings, ref: TableRef, read: Callable[[TableSchema], object]) -> Optional[ReadAhead]:
         """A request's input (its batch files: decrypting, decompressing and parsing them is most
         of a small request's time) read for the table's current schema BEFORE its lock is taken,
         so other requests for the table do not wait on it; `OpenTable.input` uses it once the
         lock is held and the schema is still that one. None when there is no table or reading
         failed: then it is read again under the lock, where its errors are answered."""
-        ref = self.locate(settings, schema, table)
         try:
             with self.session(settings) as eng:
                 current = self.describe(eng, ref)

@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..names import quote_ident as q, quote_string
-from .delta_log import open_table
-from .key_ranges import INTEGER_TYPES, PHYSICAL_NAME
+from .delta_log import TableSnapshot
+from .key_ranges import INTEGER_TYPES
 from .model import TableSchema
 
 # Up to this many distinct keys per column the predicate is an IN list (Delta's data skipping
@@ -67,32 +67,22 @@ class FileStats:
         return int(pc.sum(picked).as_py() or 0) if len(picked) else 0
 
 
-def read_file_stats(ref, keys: Sequence[str]) -> Optional[FileStats]:
-    """The table's live files and their key statistics from its Delta log (delta-rs, the one
-    reader); None where the destination cannot read the log itself."""
-    if not ref.warehouse.can_list:
-        return None
-    try:
-        dt = open_table(ref.warehouse, ref.location)
-        fields = {f.name: f for f in dt.schema().fields}
-        adds = pa.table(dt.get_add_actions(flatten=True))
-    except Exception:  # noqa: BLE001 - unreadable here: the engine reads every file, as before
-        return None
+def file_stats(snapshot: TableSnapshot, keys: Sequence[str]) -> FileStats:
+    """The table's live files and the statistics of its key columns, from its snapshot."""
+    adds = snapshot.adds
     columns = {"size_bytes": adds.column("size_bytes")}
     ordered = []
     for key in keys:
-        field = fields.get(key)
-        kind = getattr(getattr(field, "type", None), "type", None)
-        if field is None or kind not in INTEGER_TYPES | STRING_TYPES:
+        field = snapshot.fields.get(key)
+        if field is None or field.type not in INTEGER_TYPES | STRING_TYPES:
             continue
-        physical = (field.metadata or {}).get(PHYSICAL_NAME, key)
-        lo, hi = f"min.{physical}", f"max.{physical}"
+        lo, hi = f"min.{field.physical}", f"max.{field.physical}"
         if lo not in adds.column_names or hi not in adds.column_names:
             continue
         columns[f"min.{key}"] = adds.column(lo)
         # A string max may be truncated (Delta stops at 32 characters and marks the cut): such a
         # file's max proves nothing, so its range is left open above.
-        columns[f"max.{key}"] = _open_truncated(adds.column(hi)) if kind in STRING_TYPES else adds.column(hi)
+        columns[f"max.{key}"] = _open_truncated(adds.column(hi)) if field.type in STRING_TYPES else adds.column(hi)
         ordered.append(key)
     return FileStats(pa.table(columns), tuple(ordered))
 

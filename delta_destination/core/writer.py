@@ -19,11 +19,11 @@ from ..errors import SchemaMismatch, ValueConversionError
 from ..settings import Settings
 from .registry import TableRegistry, OpenTable
 from .changes import ChangeSet, Changes, CommitResult, Op
-from .key_ranges import keys_cannot_match
-from .memory import check_budget
+from .memory import check_budget, table_size
 from .model import TableSchema
 from .sql import OP_APPEND, OP_DELETE, OP_UPDATE, OP_UPSERT, insert_sql, key_probe_sql, merge_sql
-from .target_files import batch_key_values, target_predicate
+from .target_files import batch_key_values
+from .write_plan import APPEND, PROBE, WriteFacts, WritePlan, plan_write
 from .types import arrow_type
 
 log = logs.get(__name__)
@@ -127,38 +127,31 @@ def flagged_columns(source: pa.Table) -> set[int]:
     return {int(n[1:]) for n in source.column_names if n.startswith("u")}
 
 
-def skipping_filter(t: OpenTable, keys: list[str], batch_keys: dict[str, pa.Array]) -> Optional[str]:
-    """The predicate on the target that lets the engine skip files for this keyed write
-    (core/target_files.py), or None: on an engine that reads every file whatever the predicate
-    (the dialect says), or where the Delta log shows that every file can hold a batch key. Where
-    the log cannot be read here the predicate is given (it never changes a result)."""
-    if not t.eng.dialect.merge_skips_files_by_target_predicate:
-        return None
-    touched = t.touched(keys, batch_keys)
-    if touched is not None:
-        log.info(f"merge into {t.display}: {touched.describe()} ({touched.bytes} of {touched.of_bytes} bytes)")
-        if not touched.skips_any:
-            return None
-    return target_predicate(t.table, keys, batch_keys)
+def plan_for(t: OpenTable, keys: list[str], batch_keys: dict, source_bytes: int, history: bool = False,
+             new_keys: Optional[pa.Table] = None, after_commit: tuple[str, ...] = ()) -> WritePlan:
+    """The keyed write's plan (core/write_plan.py) from what the open table knows, logged in one line."""
+    plan = plan_write(WriteFacts(t.display, t.table, tuple(keys), batch_keys, source_bytes, t.snapshot(),
+                                 t.lease.choice, t.lease.request, t.lease.router.spark_available(t.lease.request),
+                                 history, new_keys, after_commit))
+    log.info(plan.line())
+    return plan
 
 
-def guard_merge(t: OpenTable, source: pa.Table) -> bool:
-    """Before a MERGE on an engine whose MERGE memory grows with the table (the router knows
-    which): the router may move the request to another engine before anything is written (True:
-    moved, the caller ships the source again); over the memory budget where it cannot, the
-    request is refused (MemoryBudgetExceeded)."""
-    if not t.lease.guards_merge_memory:
-        return False
-    size = t.measured()
-    if size is None:
-        return False
-    engine = t.eng.name
-    plan = t.lease.plan_merge(size.bytes, source.nbytes)
-    log.info(f"merge into {t.display}: {size.files} files, {size.bytes} bytes; estimated peak {plan.estimate} bytes, "
-             f"budget {plan.budget}")
+def before_merge(t: OpenTable, plan: WritePlan, guard: Optional["CommitGuard"]) -> None:
+    """What the plan does before its MERGE: refuse it over the memory budget (nothing written),
+    move the lease to the MERGE's engine, set the table properties it wants first (one
+    metadata-only commit, once per table: a crash after it leaves the data as before the
+    request, and its replay skips it; the door's `guard` is asked first)."""
     if plan.refused:
-        check_budget(t.display, engine, size, plan.estimate, plan.budget)
-    return plan.moved
+        check_budget(t.display, t.eng.name, table_size(t.snapshot()), plan.memory.estimate, plan.memory.budget)
+    if plan.moves:
+        t.lease.move_to(plan.engine)
+    change = plan.properties_first
+    if change is not None and t.table is not None:
+        if guard is not None:
+            guard()
+        log.info(f"{t.display}: {change.why}")
+        t.eng.set_properties(f"set properties of {t.display}", t.ref.location, change.properties)
 
 
 # Called right before the engine's commit statement, under the table's lock; raises (a
@@ -179,8 +172,10 @@ class Writer:
         runs before the table's lock is taken, and again under it only if the schema changed
         meanwhile: TableRegistry.read_ahead); the whole set is one commit."""
         start = time.monotonic()
-        ahead = self.registry.read_ahead(settings, schema, table_name, read)
-        with self.registry.opened(settings, schema, table_name, what, batch_bytes=ahead and ahead.batch_bytes) as t:
+        ref = self.registry.locate(settings, schema, table_name)
+        ahead = self.registry.read_ahead(settings, ref, read)
+        with self.registry.opened(settings, schema, table_name, what, batch_bytes=ahead and ahead.batch_bytes,
+                                  ref=ref) as t:
             table = t.table
             changes = t.input(read, ahead)
             appends = changes.of(Op.APPEND)
@@ -218,28 +213,25 @@ class Writer:
     def _apply(self, t: OpenTable, keys: list[str], source: pa.Table, newer_by: tuple[str, ...],
                guard: Optional[CommitGuard]) -> None:
         ops, flagged = source_ops(source), flagged_columns(source)
+        plan = plan_for(t, keys, batch_key_values(source, t.table, keys), source.nbytes, new_keys=source,
+                        after_commit=self.registry.after_commit_steps)
         with t.eng.shipped(source, t.warehouse) as view:
-            new_keys_only = keys_cannot_match(t.ref, t.table, keys, source)  # from the log, no engine
-            if not new_keys_only and t.eng.dialect.probes_keys_before_merge(lambda: getattr(t.measured(), "bytes", None)):
-                probe = key_probe_sql(t.sql_name, view, t.table, keys)
-                new_keys_only = not t.eng.rows(f"probe keys of {t.display}", probe)
-            if new_keys_only:
-                # Fast path (initial syncs, new keys): nothing to update or delete, so a plain
-                # append of the upserts -- still one commit, no rewrite of existing files.
+            if plan.statement == APPEND or (plan.statement == PROBE and not t.eng.rows(
+                    f"probe keys of {t.display}", key_probe_sql(t.sql_name, view, t.table, keys))):
+                # Nothing to update or delete (initial syncs, new keys): a plain append of the
+                # upserts, still one commit, no rewrite of existing files.
                 if OP_UPSERT in ops:
                     commit(t, f"append to {t.display}", insert_sql(t.sql_name, view, t.table), guard)
                 return
-            batch_keys = batch_key_values(source, t.table, keys)
-            if not guard_merge(t, source):
-                self.registry.prepare_rewrite(t, guard)
-                sql = merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by,
-                                skipping_filter(t, keys, batch_keys))
-                commit(t, f"merge into {t.display}", sql, guard)
+            if not plan.moves:
+                before_merge(t, plan, guard)
+                commit(t, f"merge into {t.display}", merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by,
+                                                               plan.target_predicate), guard)
                 return
-        # Moved to Apache Spark by the memory guard (engine auto): the source goes there.
-        self.registry.prepare_rewrite(t, guard)
+        # The plan hands the MERGE to Apache Spark (memory): the source goes there.
+        before_merge(t, plan, guard)
         with t.eng.shipped(source, t.warehouse) as view:
-            sql = merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by, skipping_filter(t, keys, batch_keys))
+            sql = merge_sql(t.sql_name, view, t.table, keys, ops, flagged, newer_by, plan.target_predicate)
             commit(t, f"merge into {t.display}", sql, guard)
 
 

@@ -113,9 +113,9 @@ class Dialect:
         raise UnsupportedOperation(f"{self.name} cannot remove unreferenced files (VACUUM){SPARK_HINT}")
 
     # -- keyed writes ------------------------------------------------------------------------------
-    def probes_keys_before_merge(self, target_bytes: Callable[[], int | None]) -> bool:
+    def probes_keys_before_merge(self, target_bytes: int | None) -> bool:
         """Ask the engine whether any key of a batch is stored before a MERGE into a table of
-        `target_bytes()` (live Parquet, measured only when it matters; None: unknown), so that a batch of new keys is a plain
+        `target_bytes` (live Parquet, from the table's snapshot; None: unknown), so that a batch of new keys is a plain
         append? Worth a join over the table's keys only where a MERGE that matches nothing costs
         more than that join (see the dialects)."""
         return True
@@ -124,7 +124,7 @@ class Dialect:
     # (core/target_files.py)? Where it does not, the predicate is only a cost per row.
     merge_skips_files_by_target_predicate = False
     # From this much live Parquet a table gets deletion vectors before the engine's first rewrite
-    # of it (router.EngineLease.rewrite_properties): a MERGE then marks the rows it replaces
+    # of it (core/write_plan.py deletion_vectors_first): a MERGE then marks the rows it replaces
     # instead of copying every other row of each file it touches. None: never.
     deletion_vectors_from_bytes: int | None = None
 
@@ -211,13 +211,12 @@ class SailDialect(Dialect):
     # 100-row upsert spent 34 ms in the probe beside 114 ms in the MERGE (of ~190 ms in all).
     PROBE_ABOVE_BYTES = 16 * 2**20
 
-    def probes_keys_before_merge(self, target_bytes: Callable[[], int | None]) -> bool:
+    def probes_keys_before_merge(self, target_bytes: int | None) -> bool:
         """
-        >>> SailDialect().probes_keys_before_merge(lambda: 2**20), SailDialect().probes_keys_before_merge(lambda: None)
+        >>> SailDialect().probes_keys_before_merge(2**20), SailDialect().probes_keys_before_merge(None)
         (False, True)
         """
-        size = target_bytes()
-        return size is None or size >= self.PROBE_ABOVE_BYTES
+        return target_bytes is None or target_bytes >= self.PROBE_ABOVE_BYTES
 
     # Sail's MERGE hashes the whole target (all columns) as the join's build side, three times
     # over in one plan: measured 1.1 / 2.4 / 4.9 GiB peak RSS at 44 / 147 / 294 MB of target
@@ -352,14 +351,14 @@ class SparkDialect(Dialect):
     # 2,000, a warm local engine, 2 cores, bench/spark_statements.py).
     deletion_vectors_from_bytes = 8 * 2**20
 
-    def probes_keys_before_merge(self, target_bytes: Callable[[], int | None]) -> bool:
+    def probes_keys_before_merge(self, target_bytes: int | None) -> bool:
         """delta-spark's MERGE finds the touched files first and, when there are none, only writes
         the inserts (no rewrite): a probe before it is the same join twice. Measured on 2 cores,
         100k new keys into 1M rows: probe + append 19.3 s, MERGE alone 9.9 s, its commit all adds."""
         return False
 
     # Column mapping by name: renames and drops of columns in place. Deletion vectors are turned on
-    # per table once it is big enough to gain from them (router.EngineLease.rewrite_properties).
+    # per table once it is big enough to gain from them (core/write_plan.py deletion_vectors_first).
     FEATURES = {
         "delta.columnMapping.mode": "name",
     }

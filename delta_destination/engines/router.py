@@ -1,13 +1,12 @@
 """The engine router: the one way the core gets an engine.
 
 The core never names an engine. It asks the router for a *lease* -- for an operation that opens
-no table (`lease`), for one that opens a table (`table_lease`, which may measure the table), for
+no table (`lease`), for one that opens a table (`table_lease`, given the table's size), for
 table upkeep (`lease(upkeep=True)`) or for the metastore (`catalog_lease`) -- and gets back the
-engine session to use, which engine that is and why (for the log line), and the engine-specific
-steps as hooks: whether a MERGE fits the engine's memory or moves the lease to another engine
-before anything is written (`plan_merge`), which table properties an engine wants before it
-rewrites a table (`rewrite_properties`), and what other engines must forget once an operation
-changed a table behind their back (done when the lease ends).
+engine session to use, which engine that is and why (for the log line). What a write does on it
+is the core's plan (core/write_plan.py, from the dialects' facts this module hands on); the lease
+only carries it out: `move_to` another engine when the plan says so, and what other engines must
+forget once an operation changed a table behind their back (done when the lease ends).
 
 Which engine serves what is decided by the pure rules of choice.py; the pool (pool.py) starts,
 supervises and connects the engines.
@@ -16,46 +15,22 @@ from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator, Optional
+from typing import Iterator, Optional
 
 from .. import logs, metrics
 from ..settings import AUTO, Settings
 from .choice import (SAIL, SPARK, EngineChoice, base_choice, merge_choice, should_prestart, small_statements, spark_available,
                      upkeep_choice)
-from .dialect import dialect_for
+from .dialect import Dialect, dialect_for
 from .pool import EnginePool
 from .session import EngineSession
 
 log = logs.get(__name__)
 
-__all__ = ["EngineRouter", "EngineLease", "EngineSession", "MergePlan", "PropertyChange", "check_warehouse"]
-
-# MERGE, UPDATE and DELETE mark rows in a deletion vector instead of rewriting their files (Apache
-# Spark + Delta, and Sail's MERGE); each dialect says from which table size (deletion_vectors_from_bytes).
-DELETION_VECTORS = "delta.enableDeletionVectors"
-
-
-@dataclass(frozen=True)
-class MergePlan:
-    """What the engine of a lease says about a MERGE into a table of `target_bytes`."""
-
-    estimate: Optional[int]   # its estimated peak bytes (None: its MERGE memory does not grow with the table)
-    budget: int               # what it may use
-    moved: bool = False       # the lease moved to another engine (nothing was written; ship the source again)
-
-    @property
-    def refused(self) -> bool:
-        """Over the budget on an engine that cannot move: the core refuses the request."""
-        return not self.moved and self.estimate is not None and self.estimate > self.budget
-
-
-@dataclass(frozen=True)
-class PropertyChange:
-    """Table properties an engine wants set (one metadata commit) before it rewrites a table."""
-
-    properties: dict[str, str]
-    why: str
-
+# What the core may use of engines/ besides leases: the choice's type and its pure MERGE rule, and
+# each engine's dialect facts (read by the core's pure write planner, core/write_plan.py).
+__all__ = ["EngineRouter", "EngineLease", "EngineSession", "EngineChoice", "Dialect", "check_warehouse", "dialect_for",
+           "merge_choice", "SAIL", "SPARK"]
 
 @dataclass
 class EngineLease:
@@ -75,58 +50,15 @@ class EngineLease:
         """The engine and why, for the operation's log line."""
         return f"engine {self.session.name} ({self.choice.reason}{'; small statements' if self.small else ''})"
 
-    @property
-    def guards_merge_memory(self) -> bool:
-        """Does this engine's MERGE memory grow with the target table (plan_merge has a say)?"""
-        return self.session.dialect.merge_memory_estimate(0, 0) is not None
-
-    def plan_merge(self, target_bytes: int, source_bytes: int) -> MergePlan:
-        """Before a MERGE into a table of `target_bytes` (live Parquet) with a source of
-        `source_bytes` (Arrow): the engine's memory estimate against the budget; with engine
-        auto, a MERGE the embedded engine cannot hold moves the lease to Apache Spark."""
-        budget = self.settings.memory_budget_bytes
-        estimate = self.session.dialect.merge_memory_estimate(target_bytes, source_bytes)
-        if estimate is None:
-            return MergePlan(None, budget)
-        moved = merge_choice(self.choice, spark_available(self.request), target_bytes, source_bytes, budget)
-        if moved.engine == self.choice.engine:
-            return MergePlan(estimate, budget)
-        self._move(moved)
-        return MergePlan(estimate, budget, moved=True)
-
-    def _move(self, choice: EngineChoice) -> None:
+    def move_to(self, choice: EngineChoice) -> None:
+        """The core's plan runs the MERGE on another engine (core/write_plan.py: auto hands a MERGE
+        over Sail's memory budget to Apache Spark): the lease takes that engine's session, before
+        anything is written."""
         log.info(f"moving the request to Apache Spark: {choice.reason}")
         metrics.engine_chosen(choice.engine, choice.code)
         self.settings = choice.settings(self.request)
         self.session = self._leases.enter_context(self.router.pool.lease(self.settings, on_demand=True))
         self.choice = choice
-
-    def rewrite_properties(self, configuration: Callable[[], Optional[dict[str, str]]],
-                           table_bytes: Callable[[], Optional[int]] = lambda: None) -> Optional[PropertyChange]:
-        """Before this lease's engine rewrites an existing table (a MERGE): properties to set first,
-        in a metadata-only commit, once per table; `configuration()` reads the table's current
-        properties (None: unknown), `table_bytes()` its live Parquet (None: unknown). Without
-        deletion vectors Spark's MERGE copies every unchanged row of every file it touches, which
-        with uniform keys is the whole table: tables auto moves to Spark for their size get them
-        at their first Spark rewrite (docs/benchmarks.md: the 100k upsert into 3M rows on a fresh
-        server took 68 s with them, 109-111 s without), and so does any table an engine rewrites once
-        it holds that engine's `deletion_vectors_from_bytes` (Spark: 8 MiB; Sail: 64 MiB, where its
-        MERGE stops copying the files it touches). Tables are created without them on both engines,
-        so small tables' MERGEs stay cheap and readable by every reader. Sail 0.7.2 and delta-rs read
-        and write such tables (tests/engines/test_cross_engine.py); delta-rs also compacts them."""
-        threshold = self.session.dialect.deletion_vectors_from_bytes
-        if threshold is None:
-            return None
-        if self.choice.code != "merge_over_budget":   # moved for its size: big by definition
-            size = table_bytes()
-            if (size is not None and size < threshold) or (size is None and self.session.name != SPARK):
-                return None
-        current = configuration()
-        if current is None or current.get(DELETION_VECTORS, "").lower() == "true":
-            return None
-        engine = "Apache Spark" if self.session.name == SPARK else "embedded Sail"
-        return PropertyChange({DELETION_VECTORS: "true"}, f"turning deletion vectors on before its first rewrite on {engine} "
-                              "(a MERGE then marks replaced rows instead of copying every file it touches)")
 
     def close(self, location: Optional[str]) -> None:
         """The operation ended: a lease taken on the way ends, and an operation auto ran on Spark
@@ -185,26 +117,35 @@ class EngineRouter:
         with self._leased(settings, choice) as lease:
             yield lease
 
+    def measures_tables(self, settings: Settings) -> bool:
+        """Does the engine of an operation on a table depend on the table's size (engine auto with
+        both engines: table_lease's `table_bytes`)?"""
+        base = self.choose(settings)
+        return base.auto and base.engine == SAIL and spark_available(settings)
+
+    def spark_available(self, settings: Settings) -> bool:
+        """Has auto an Apache Spark engine to hand a request to (choice.spark_available)?"""
+        return spark_available(settings)
+
     @contextmanager
-    def table_lease(self, settings: Settings, measure: Callable[[], Optional[int]],
+    def table_lease(self, settings: Settings, table_bytes: Optional[int],
                     location: Optional[str] = None, batch_bytes: Optional[int] = None) -> Iterator[EngineLease]:
-        """An engine for an operation on one table. With engine auto, `measure()` (the table's live
-        Parquet bytes from its Delta log, None when unknown) decides: the embedded engine, unless
-        the table is already too big for a MERGE there; a table nearing that size has the Spark
-        engine started ahead. `location`: the table's, for what other engines must forget when the
+        """An engine for an operation on one table. With engine auto, `table_bytes` (the table's live
+        Parquet bytes from its Delta log, None when unknown; the core measures it where
+        `measures_tables`) decides: the embedded engine, unless the table is already too big for a
+        MERGE there; a table nearing that size has the Spark engine started ahead. `location`: the table's, for what other engines must forget when the
         lease ends (see EngineLease.close). `batch_bytes`: the operation's batch (Arrow), when it was
         read before: a small batch into a small table gets the engine's session for small
         statements (choice.small_statements)."""
         base = self.choose(settings)
-        target = None
+        target = table_bytes
         choice = base
         if base.auto and base.engine == SAIL and spark_available(settings):
-            target = measure()
             budget = settings.memory_budget_bytes
             choice = merge_choice(base, True, target, 0, budget)
             if choice.engine == SAIL and not settings.spark_remote and should_prestart(base, True, target, budget):
                 self.pool.prestart_spark(settings)
-        small = small_statements(choice.engine, batch_bytes, lambda: target if target is not None else measure())
+        small = small_statements(choice.engine, batch_bytes, lambda: target)
         with self._leased(settings, choice, small) as lease:
             try:
                 yield lease

@@ -21,7 +21,7 @@ from testkit.fivetran_requests import batch_file, col, table, write_request
 from testkit.delta_read import delta_properties, delta_version, last_operation, read_delta_table, recent_operations
 from testkit.processes import running, spark_jvms_below
 from delta_destination.core.api import DeltaCore
-from delta_destination.core.registry import TableRef
+from delta_destination.core.registry import TableRef, read_table_snapshot
 from delta_destination.core.changes import ChangeSet, Changes, Op
 from delta_destination.core.memory import table_size
 from delta_destination.core.model import Column, DataType as T, TableSchema
@@ -135,7 +135,7 @@ def test_default_engine_moves_a_table_past_the_budget_to_spark_and_both_engines_
     grow = rows(range(1000, 81000), lambda i: "%032x" % rng.getrandbits(128))   # ~2.5 MiB of Parquet
     assert stub.WriteBatch(write_request("s", WIDE, replace=[batch_file(tmp_path, WIDE, grow)])).success
     ref = TableRef("s", "growing", path, Warehouse(str(srv.warehouse)))
-    assert merge_estimate(table_size(ref).bytes) > 0.52 * GiB
+    assert merge_estimate(table_size(read_table_snapshot(ref)).bytes) > 0.52 * GiB
     v0 = delta_version(path)
     assert "delta.enableDeletionVectors" not in delta_properties(path)   # Sail created it: plain Delta
     assert stub.WriteBatch(write_request("s", WIDE, replace=[batch_file(tmp_path, WIDE, rows(range(10), "c"))])).success
@@ -204,7 +204,7 @@ def test_a_merge_opened_on_sail_moves_to_spark_when_the_batch_passes_the_budget(
     core.writer.write(settings, "s", "items", lambda t: upserts(list(range(1000)), "a"))
     path = core.location(settings, "s", "items")
     ref = TableRef("s", "items", path, Warehouse(settings.warehouse))
-    tight = Settings.create(settings.warehouse, memory_budget_gb=(merge_estimate(table_size(ref).bytes) + 1) / GiB)
+    tight = Settings.create(settings.warehouse, memory_budget_gb=(merge_estimate(table_size(read_table_snapshot(ref)).bytes) + 1) / GiB)
     v0 = delta_version(path)
     with caplog.at_level(logging.INFO, logger="delta_destination"):
         result = core.writer.write(tight, "s", "items", lambda t: upserts(list(range(990, 1010)), "b"))

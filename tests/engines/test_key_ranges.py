@@ -6,7 +6,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from testkit.fivetran_requests import batch_file, col, table, write_request
-from delta_destination.core.registry import TableRef
+from delta_destination.core.registry import TableRef, read_table_snapshot
 from delta_destination.core.key_ranges import keys_cannot_match, ranges_disjoint
 from delta_destination.core.model import Column, DataType, TableSchema
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
@@ -41,16 +41,16 @@ def test_the_log_proves_new_keys_on_tables_each_engine_writes(stub, server, engi
     assert stub.CreateTable(pb.CreateTableRequest(schema_name=unique_schema, table=T)).success
     location = f"{server.warehouse}/{unique_schema}/orders"
     ref = TableRef(unique_schema, "orders", location, Warehouse(str(server.warehouse)))
-    assert keys_cannot_match(ref, SCHEMA, ["id", "region"], source([1, 2]))  # empty table
+    assert keys_cannot_match(read_table_snapshot(ref), SCHEMA, ["id", "region"], source([1, 2]))  # empty table
 
     rows = [{"id": i, "region": "eu", "v": f"v{i}"} for i in range(10, 20)]
     assert stub.WriteBatch(write_request(unique_schema, T, replace=[batch_file(tmp_path, T, rows)])).success
-    assert keys_cannot_match(ref, SCHEMA, ["id", "region"], source([20, 30]))
-    assert keys_cannot_match(ref, SCHEMA, ["id", "region"], source([1, 9]))
-    assert not keys_cannot_match(ref, SCHEMA, ["id", "region"], source([15]))
-    assert not keys_cannot_match(ref, SCHEMA, ["id", "region"], source([5, 25]))  # range overlaps: unsure
+    assert keys_cannot_match(read_table_snapshot(ref), SCHEMA, ["id", "region"], source([20, 30]))
+    assert keys_cannot_match(read_table_snapshot(ref), SCHEMA, ["id", "region"], source([1, 9]))
+    assert not keys_cannot_match(read_table_snapshot(ref), SCHEMA, ["id", "region"], source([15]))
+    assert not keys_cannot_match(read_table_snapshot(ref), SCHEMA, ["id", "region"], source([5, 25]))  # range overlaps: unsure
     # String keys prove nothing (Delta truncates their statistics).
-    assert not keys_cannot_match(ref, SCHEMA, ["region"], source([30], ["zz"]))
+    assert not keys_cannot_match(read_table_snapshot(ref), SCHEMA, ["region"], source([30], ["zz"]))
     if engine == "spark":  # the statistics are kept under physical names (column mapping)
         assert any(k.startswith("delta.columnMapping") for k in DeltaTable(location).metadata().configuration)
 
@@ -75,9 +75,9 @@ def test_object_store_tables_and_unreadable_logs_fall_back_to_the_engine(tmp_pat
     # Stores only the engine reaches (the destination cannot list them; Azure and GCS are listed now): never proven here.
     for root in ("dbfs:/mnt/wh", "hdfs://nn:8020/wh"):
         wh = Warehouse(root)
-        assert not keys_cannot_match(TableRef("s", "t", wh.table_location("s", "t"), wh), SCHEMA, ["id"], source([1]))
+        assert not keys_cannot_match(read_table_snapshot(TableRef("s", "t", wh.table_location("s", "t"), wh)), SCHEMA, ["id"], source([1]))
     wh = Warehouse(str(tmp_path))
     broken = tmp_path / "s" / "t" / "_delta_log"
     broken.mkdir(parents=True)
     (broken / "00000000000000000000.json").write_text("not json\n")
-    assert not keys_cannot_match(TableRef("s", "t", wh.table_location("s", "t"), wh), SCHEMA, ["id"], source([1]))
+    assert not keys_cannot_match(read_table_snapshot(TableRef("s", "t", wh.table_location("s", "t"), wh)), SCHEMA, ["id"], source([1]))

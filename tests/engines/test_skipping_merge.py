@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from delta_destination.core.target_files import FileStats, candidate_files, read_file_stats
-from delta_destination.core.registry import TableRef
+from delta_destination.core.target_files import FileStats, candidate_files, file_stats
+from delta_destination.core.registry import TableRef, read_table_snapshot
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.warehouse import Warehouse
 from testkit.delta_read import read_delta_table
@@ -163,13 +163,13 @@ def test_string_keys_with_and_without_exact_literals(stub, server, engine, uniqu
 
 
 def test_the_logs_statistics_name_the_candidate_files(stub, server, engine, unique_schema, tmp_path):
-    """read_file_stats reads the key statistics under their logical names on tables of either
+    """file_stats reads the key statistics under their logical names on tables of either
     engine (Spark's have column mapping: physical names in the statistics)."""
     import pyarrow as pa
 
     schema = build_orders(stub, unique_schema, tmp_path)
     location = f"{server.warehouse}/{schema}/orders"
-    stats = read_file_stats(TableRef(schema, "orders", location, Warehouse(str(server.warehouse))), ["id"])
+    stats = file_stats(read_table_snapshot(TableRef(schema, "orders", location, Warehouse(str(server.warehouse)))), ["id"])
     assert isinstance(stats, FileStats) and stats.ordered_keys == ("id",) and stats.count >= 5
     mask = candidate_files(stats, {"id": pa.array([120, 449], pa.int64())}).to_pylist()
     ranges = list(file_ranges(location).values())
@@ -203,8 +203,8 @@ def test_history_batches_touch_only_their_keys_files(stub, server, engine, uniqu
 
 
 def test_a_table_sail_gave_deletion_vectors_is_written_right_by_either_engine(stub, server, engine, unique_schema, tmp_path):
-    """Tables of 64 MiB get deletion vectors from Sail before its next MERGE (the router's
-    rewrite_properties; at that size here the test would take minutes): the same protocol change is
+    """Tables of 64 MiB get deletion vectors from Sail before its next MERGE (the write plan's
+    deletion_vectors_first; at that size here the test would take minutes): the same protocol change is
     made with an embedded Sail of the test's own, then the server's engine MERGEs into the table:
     replaced and deleted rows are marked, not copied, and the rows read back right."""
     from pysail.spark import SparkConnectServer

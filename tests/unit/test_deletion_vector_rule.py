@@ -1,27 +1,20 @@
-"""When a table gets deletion vectors before an engine rewrites it (engines/router.py
-EngineLease.rewrite_properties): from each dialect's size, on both engines, never twice. A lease
-here holds a session object that only names its dialect: the rule asks nothing of an engine."""
+"""When a table gets deletion vectors before an engine rewrites it (core/write_plan.py
+deletion_vectors_first, a pure rule of the write's plan): from each dialect's size, on both
+engines, never twice."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
+from delta_destination.core.write_plan import DELETION_VECTORS, deletion_vectors_first
 from delta_destination.engines.choice import SAIL, SPARK, EngineChoice
-from delta_destination.engines.dialect import SailDialect, SparkDialect
-from delta_destination.engines.router import DELETION_VECTORS, EngineLease
-from delta_destination.settings import Settings
 
 MIB = 2**20
 
 
-def lease(engine: str, code: str = "default") -> EngineLease:
-    dialect = SailDialect() if engine == SAIL else SparkDialect()
-    session = SimpleNamespace(dialect=dialect, name=engine)
-    settings = Settings.create("/wh")
-    return EngineLease(session, settings, EngineChoice(engine, "test", True, code), router=None, request=settings)
+def first(engine: str, size, current=None, code="default"):
+    return deletion_vectors_first(EngineChoice(engine, "test", True, code), size, dict(current or {}))
 
 
 def wants(engine: str, size, current=None, code="default") -> bool:
-    change = lease(engine, code).rewrite_properties(lambda: dict(current or {}), lambda: size)
+    change = first(engine, size, current, code)
     return change is not None and change.properties == {DELETION_VECTORS: "true"}
 
 
@@ -42,7 +35,11 @@ def test_a_table_moved_to_spark_for_its_size_gets_them_whatever_its_size():
 
 
 def test_the_reason_names_the_engine():
-    change = lease(SAIL).rewrite_properties(lambda: {}, lambda: 100 * MIB)
+    change = first(SAIL, 100 * MIB)
     assert "embedded Sail" in change.why
-    change = lease(SPARK).rewrite_properties(lambda: {}, lambda: 100 * MIB)
+    change = first(SPARK, 100 * MIB)
     assert "Apache Spark" in change.why
+
+
+def test_an_unknown_configuration_sets_nothing():
+    assert deletion_vectors_first(EngineChoice(SPARK, "test", True), 100 * MIB, None) is None

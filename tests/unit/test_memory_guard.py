@@ -11,7 +11,7 @@ import pytest
 from deltalake import write_deltalake
 
 from delta_destination.errors import EngineError, InvalidRequest, MemoryBudgetExceeded
-from delta_destination.core.registry import TableRef
+from delta_destination.core.registry import TableRef, read_table_snapshot
 from delta_destination.core.memory import TableSize, check_budget, gb, table_size
 from delta_destination.engines.dialect import SailDialect, SparkDialect
 from delta_destination.doors.fivetran.main import parse_args
@@ -83,12 +83,12 @@ def test_table_size_reads_the_delta_log(tmp_path):
     path = ref.location
     write_deltalake(path, pa.table({"id": list(range(100)), "v": ["x" * 20] * 100}))
     write_deltalake(path, pa.table({"id": list(range(100, 150)), "v": ["y"] * 50}), mode="append")
-    size = table_size(ref)
+    size = table_size(read_table_snapshot(ref))
     files = sorted(p for p in (tmp_path / "s" / "t").iterdir() if p.suffix == ".parquet")
     assert size == TableSize(files=2, bytes=sum(p.stat().st_size for p in files), rows=150)
     # Overwritten files leave the sum (removed by the log, still on disk until VACUUM).
     write_deltalake(path, pa.table({"id": [1], "v": ["z"]}), mode="overwrite")
-    assert table_size(ref).files == 1 and table_size(ref).rows == 1
+    assert table_size(read_table_snapshot(ref)).files == 1 and table_size(read_table_snapshot(ref)).rows == 1
 
 
 def test_table_size_of_stores_the_destination_cannot_list_is_not_measured():
@@ -96,7 +96,7 @@ def test_table_size_of_stores_the_destination_cannot_list_is_not_measured():
     warehouses are listed by the destination and measured through delta-rs with their options)."""
     for root in ("dbfs:/mnt/wh", "hdfs://nn:8020/wh"):
         wh = Warehouse(root)
-        assert table_size(TableRef("s", "t", wh.table_location("s", "t"), wh)) is None
+        assert table_size(read_table_snapshot(TableRef("s", "t", wh.table_location("s", "t"), wh))) is None
 
 
 # ---- the budget setting -------------------------------------------------------------------
