@@ -75,7 +75,7 @@ class Upkeep:
             yield self.registry.locate(settings, schema, table)
             return
         if not wh.can_list:
-            raise InvalidRequest("listing tables needs a warehouse the destination can list (a directory or s3://): "
+            raise InvalidRequest("listing tables needs a warehouse the destination can list (a directory or an object store): "
                                  "name --schema and --table for other storage URLs")
         wanted = wh.schema_location(schema).rstrip("/") if schema else None
         for sdir, tdir, location in wh.table_locations():

@@ -300,3 +300,26 @@ def test_storage_options_hold_one_part_per_store_of_the_table():
     assert options.azure == AzureOptions() and options.s3.region == "r"
     with pytest.raises(TypeError):
         StorageOptions(ftp=object())
+
+
+def test_core_and_engines_name_no_store():
+    """What differs between stores is asked of their `Store` (storage/): no code in core/ or engines/
+    names one (docstrings and comments may, as examples)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "delta_destination"
+    store_word = re.compile(r"(?i)\b(s3[an]?|azure|abfss?|wasbs?|gcs|gs|az)\b|(S3|Azure|Gcs)Options")
+    found = []
+    for path in sorted([*package.glob("core/**/*.py"), *package.glob("engines/**/*.py")]):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            text = (node.value if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docstrings else getattr(node, "id", None) or getattr(node, "attr", None))
+            if isinstance(text, str) and store_word.search(text.replace("_", " ")):
+                found.append(f"{path.relative_to(package)}:{node.lineno}: {text[:60]!r}")
+    assert found == []
