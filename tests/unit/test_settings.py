@@ -148,6 +148,8 @@ def test_every_default_is_written_once_in_its_declaration():
     assert inspect.signature(EnginePool).parameters["idle_minutes"].default == default_of("spark_idle_minutes")
     assert inspect.signature(PeriodicUpkeep).parameters["idle_minutes"].default == default_of("upkeep_idle_minutes")
     assert UpkeepOptions().retention_hours == default_of("vacuum_retention_hours")
+    from delta_destination.engines.supervisor import RecyclePolicy
+    assert RecyclePolicy().max_requests == default_of("engine_max_requests")
     # counts are integers by their declaration, quantities floats
     parsed = runtime_from_values({"compact_small_files": "7", "spark_idle_minutes": "2"}, environ={})
     assert (parsed.compact_small_files, parsed.spark_idle_minutes) == (7, 2.0) and type(parsed.compact_small_files) is int
