@@ -1,7 +1,11 @@
 """The one settings schema: every setting a door, the command line or `maintain` can take.
 
 `FIELDS` lists each setting once -- its key (the same spelling on every surface), type,
-default, validation and whether it is a secret. The surfaces are derived from it:
+default, scope, validation and whether it is a secret (a `Field`, fields.py); a store's settings
+are declared in the store's module (storage/s3.py, azure.py, gcs.py) and gathered here from the
+table of stores. Everything else is derived from the declarations: the parsing of values
+(`from_values`, `runtime_from_values`: each value through its Field's parse), the defaults of
+`Settings` and `Runtime` (`default_of`), and the surfaces:
 the Fivetran setup form (doors/fivetran/setup_form.py), the Airbyte spec (doors/airbyte/config.py), the
 Conduit parameters (doors/conduit/params.py), the command-line flags of the Fivetran server and
 of `maintain` (`add_flags`), and the README's configuration table (tests/unit/test_settings.py
@@ -25,19 +29,15 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
 from .errors import InvalidRequest
-from .storage import AzureOptions, GcsOptions, StorageOptions
+from .fields import BOOL, CHOICE, CONNECTION, NUMBER, PROCESS, RUNTIME, Field
+from .storage import STORES, StorageOptions
 from .warehouse import normalise_root
 
 ENGINES = ("auto", "sail", "spark")
 AUTO = "auto"
 DEFAULT_MEMORY_BUDGET_GB = 4.0   # or half the machine's RAM when that is less (docs/sail-merge-memory.md)
 MEMORY_BUDGET_ENV = "DELTA_DESTINATION_MEMORY_BUDGET_GB"
-
-TEXT, CHOICE, NUMBER, BOOL = "text", "choice", "number", "bool"
-# Which surfaces show a field: per-connection settings go everywhere; runtime settings on every
-# door's process (the server's command line, an Airbyte config, a Conduit connector's settings;
-# not Fivetran's per-connection form); process settings only on the server's command line.
-CONNECTION, RUNTIME, PROCESS = "connection", "runtime", "process"
+DELTA_RETENTION_HOURS = 7 * 24   # Delta's delta.deletedFileRetentionDuration: VACUUM's default and minimum
 # The embedded engine's memory bound per door when not set (docs/engine-memory.md): a Fivetran server
 # or an Airbyte run writes many tables (a fresh engine holds ~3-4 MiB per table it has written), a
 # Conduit connector the few tables of one pipeline, beside Conduit itself. A Conduit connector's bound
@@ -49,25 +49,33 @@ DEFAULT_ENGINE_MAX_MEMORY_MB = {"fivetran": 1024, "airbyte": 1024, "conduit": 10
 DEFAULT_ENGINE_MEMORY_HEADROOM_MB = {"fivetran": 0, "airbyte": 0, "conduit": 256}
 
 
-@dataclass(frozen=True)
-class Field:
-    key: str
-    label: str
-    help: str
-    kind: str = TEXT
-    default: str = ""
-    choices: tuple[str, ...] = ()
-    secret: bool = False
-    env: str = ""                 # read when the setting is empty
-    aliases: tuple[str, ...] = ()  # older spellings accepted on input
-    placeholder: str = ""
-    scope: str = CONNECTION
-    minimum: Optional[float] = None
+def parse_budget(text: str) -> Optional[float]:
+    """A memory budget in GB ("" = not set).
+    >>> parse_budget(" 2.5 ")
+    2.5
+    """
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        gb = float(text)
+    except ValueError:
+        raise InvalidRequest("memory_budget_gb must be a number of GB") from None
+    if not gb > 0 or gb == float("inf"):
+        raise InvalidRequest("memory_budget_gb must be a positive number of GB")
+    return gb
 
-    @property
-    def flag(self) -> Optional[str]:
-        """The command-line flag (`--spark-remote`), None for secrets."""
-        return None if self.secret else "--" + self.key.replace("_", "-")
+
+def budget_value(value: Any) -> Optional[float]:
+    """memory_budget_gb as given by a door: a number (JSON) or a text.
+    >>> budget_value(3), budget_value("1.5"), budget_value("")
+    (3.0, 1.5, None)
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or (isinstance(value, (int, float)) and not value > 0):
+        raise InvalidRequest("memory_budget_gb must be a positive number of GB")
+    return float(value) if isinstance(value, (int, float)) else parse_budget(str(value))
 
 
 FIELDS: tuple[Field, ...] = (
@@ -83,47 +91,10 @@ FIELDS: tuple[Field, ...] = (
           "engine; empty: the engines run next to the destination.", aliases=("spark.remote",),
           placeholder="sc://spark-connect.internal:15002"),
     Field("memory_budget_gb", "Memory budget (GB)", "Refuse a MERGE the embedded engine is estimated to need more "
-          "memory for; with engine auto, such a MERGE runs on Apache Spark instead (default: 4, or half the RAM "
-          "when less).", kind=NUMBER, env=MEMORY_BUDGET_ENV, minimum=0),
-    Field("s3_endpoint", "S3 endpoint URL", "For S3-compatible stores (SeaweedFS, MinIO, Ceph, R2): their URL, "
-          "e.g. http://127.0.0.1:8333. Empty: AWS S3.", env="AWS_ENDPOINT_URL"),
-    Field("s3_region", "S3 region", "The bucket's region (empty: AWS_REGION, else us-east-1).", env="AWS_REGION"),
-    Field("s3_access_key_id", "S3 access key ID", "Empty: the standard AWS credential chain (profile, "
-          "instance role).", env="AWS_ACCESS_KEY_ID"),
-    Field("s3_secret_access_key", "S3 secret access key", "Secret for the access key ID.", secret=True,
-          env="AWS_SECRET_ACCESS_KEY"),
-    Field("s3_session_token", "S3 session token", "For temporary credentials.", secret=True,
-          env="AWS_SESSION_TOKEN"),
-    Field("s3_path_style", "S3 path-style access", "Address the bucket in the URL path (needed by most "
-          "S3-compatible stores); empty: automatic (path-style for an endpoint URL, virtual-hosted on AWS).",
-          kind=BOOL),
-    Field("azure_account_name", "Azure storage account", "The account of an abfss://container@account.dfs.core.windows.net "
-          "or az://container warehouse (empty: the one in the URL).", env="AZURE_STORAGE_ACCOUNT_NAME"),
-    Field("azure_account_key", "Azure account key", "The storage account's shared key. Empty (and no SAS token or "
-          "client secret): Azure's standard credential chain (managed identity, Azure CLI).", secret=True,
-          env="AZURE_STORAGE_ACCOUNT_KEY"),
-    Field("azure_sas_token", "Azure SAS token", "A shared access signature for the container.", secret=True,
-          env="AZURE_STORAGE_SAS_TOKEN"),
-    Field("azure_client_id", "Azure client ID", "A service principal's application (client) ID, with "
-          "azure_client_secret and azure_tenant_id.", env="AZURE_CLIENT_ID"),
-    Field("azure_client_secret", "Azure client secret", "The service principal's secret.", secret=True,
-          env="AZURE_CLIENT_SECRET"),
-    Field("azure_tenant_id", "Azure tenant ID", "The service principal's tenant (directory) ID.", env="AZURE_TENANT_ID"),
-    Field("azure_use_emulator", "Azure storage emulator", "Reach Azurite (its development account unless "
-          "azure_account_name is given) instead of Azure.", kind=BOOL, env="AZURE_STORAGE_USE_EMULATOR"),
-    Field("azure_emulator_url", "Azurite Blob URL", "Where Azurite's Blob service listens (default "
-          "http://127.0.0.1:10000).", env="AZURITE_BLOB_STORAGE_URL"),
-    Field("gcs_service_account_key", "GCS service account key", "The JSON key of a Google service account for a "
-          "gs://bucket/prefix warehouse (for an emulator it may carry gcs_base_url and disable_oauth, as object_store "
-          "reads it). The Apache Spark engine's GCS connector takes keys from files only (gcs_credentials_file): it "
-          "refuses a key with a private key. Empty: gcs_credentials_file, else Google's default chain (gcloud's "
-          "application default credentials, the metadata server).", secret=True, env="GOOGLE_SERVICE_ACCOUNT_KEY"),
-    Field("gcs_credentials_file", "GCS credentials file", "The path of a service account key file, as "
-          "GOOGLE_APPLICATION_CREDENTIALS names it (readable by the destination and, for a remote Spark server, "
-          "at the same path there).", env="GOOGLE_APPLICATION_CREDENTIALS"),
-    Field("gcs_endpoint", "GCS endpoint URL", "A GCS emulator or private endpoint, e.g. http://127.0.0.1:4443 "
-          "(without credentials: no OAuth, as Google's clients treat STORAGE_EMULATOR_HOST). Empty: Google Cloud "
-          "Storage.", env="STORAGE_EMULATOR_HOST"),
+          "memory for; with engine auto, such a MERGE runs on Apache Spark instead (default: "
+          f"{DEFAULT_MEMORY_BUDGET_GB:g}, or half the RAM when less).", kind=NUMBER, env=MEMORY_BUDGET_ENV, minimum=0,
+          parser=budget_value),
+    *(f for store in STORES for f in store.fields),   # each store's own (storage/s3.py, azure.py, gcs.py)
     Field("catalog_uri", "Hive Metastore URI", "thrift://host:9083: register every table as an external Delta "
           "table <schema>.<table> in this metastore (Apache Spark engine). Empty: tables are paths only.",
           placeholder="thrift://metastore.internal:9083"),
@@ -134,7 +105,8 @@ FIELDS: tuple[Field, ...] = (
     Field("upkeep_idle_minutes", "Upkeep idle time (minutes)", "Periodic upkeep skips tables written less than this "
           "long ago.", kind=NUMBER, default="10", scope=PROCESS, minimum=0),
     Field("vacuum_retention_hours", "VACUUM retention (hours)", "VACUUM keeps files removed less than this long ago "
-          "(minimum and default: Delta's 168).", kind=NUMBER, default="168", scope=PROCESS, minimum=168),
+          f"(minimum and default: Delta's {DELTA_RETENTION_HOURS}).", kind=NUMBER, default=str(DELTA_RETENTION_HOURS),
+          scope=PROCESS, minimum=DELTA_RETENTION_HOURS),
     # Runtime settings: how a door's process runs its engines and shows its state (every door).
     Field("spark_idle_minutes", "Spark idle time (minutes)", "With engine auto: stop the local Apache Spark engine "
           "after this long without work (0 = keep it once started).", kind=NUMBER, default="10", scope=RUNTIME,
@@ -142,21 +114,22 @@ FIELDS: tuple[Field, ...] = (
     Field("engine_max_memory_mb", "Embedded engine memory bound (MiB)", "Replace the embedded Sail engine's process "
           "between requests once its resident memory passes this (never under a running request; 0 = never). Sail "
           "keeps memory for every statement it runs, so this bounds the destination's memory over weeks. Empty: "
-          "1024. With engine_memory_headroom_mb the bound is the lower of this and the engine's own.",
+          f"{DEFAULT_ENGINE_MAX_MEMORY_MB['fivetran']}. With engine_memory_headroom_mb the bound is the lower of this and the engine's own.",
           kind=NUMBER, env="DELTA_DESTINATION_ENGINE_MAX_MEMORY_MB", scope=RUNTIME, minimum=0),
     Field("engine_memory_headroom_mb", "Embedded engine memory headroom (MiB)", "Derive the embedded engine's bound "
           "from the engine itself: its resident memory once warm (after 20 requests) plus this; a healthy engine "
           "is then replaced about once per 500 requests or less often, and a warning says when it grew faster. "
-          "0 = only engine_max_memory_mb. Empty: 0, or 256 in a Conduit connector.", kind=NUMBER,
+          f"0 = only engine_max_memory_mb. Empty: {DEFAULT_ENGINE_MEMORY_HEADROOM_MB['fivetran']}, or "
+          f"{DEFAULT_ENGINE_MEMORY_HEADROOM_MB['conduit']} in a Conduit connector.", kind=NUMBER,
           env="DELTA_DESTINATION_ENGINE_MEMORY_HEADROOM_MB", scope=RUNTIME, minimum=0),
     Field("engine_max_requests", "Embedded engine requests bound", "Also replace the embedded Sail engine's process "
           "after it served this many requests (0 = no such bound).", kind=NUMBER, default="0", scope=RUNTIME,
-          minimum=0),
+          minimum=0, integer=True),
     Field("compact_small_files", "Compact after small files", "Rewrite a table's small files (under 16 MiB) into "
           "bigger ones in the background once it holds this many (a commit that changes no data; tables the "
           "embedded engine created); every commit of a small batch adds one, and the embedded engine's MERGE reads "
           "them all. 0 = never.", kind=NUMBER, default="50", env="DELTA_DESTINATION_COMPACT_SMALL_FILES",
-          scope=RUNTIME, minimum=0),
+          scope=RUNTIME, minimum=0, integer=True),
     Field("metrics_port", "Metrics port", "Serve Prometheus metrics at /metrics on this port (every interface) or "
           "host:port, e.g. 127.0.0.1:9464; empty: off.", env="DELTA_DESTINATION_METRICS_PORT", scope=RUNTIME,
           placeholder="9464"),
@@ -165,6 +138,17 @@ BY_KEY = {f.key: f for f in FIELDS}
 ALIASES = {a: f.key for f in FIELDS for a in f.aliases}
 CONNECTION_FIELDS = tuple(f for f in FIELDS if f.scope == CONNECTION)
 RUNTIME_FIELDS = tuple(f for f in FIELDS if f.scope == RUNTIME)
+STORE_KEYS = frozenset(f.key for store in STORES for f in store.fields)
+# The connection settings that are Settings' own fields (the stores' make Settings.storage).
+OWN_FIELDS = tuple(f for f in CONNECTION_FIELDS if f.key not in STORE_KEYS)
+
+
+def default_of(key: str) -> Any:
+    """A setting's default, as its declaration gives it (the one place it is written).
+    >>> default_of("spark_idle_minutes"), default_of("compact_small_files"), default_of("engine")
+    (10.0, 50, 'auto')
+    """
+    return BY_KEY[key].default_value
 
 
 @dataclass(frozen=True)
@@ -172,12 +156,12 @@ class Runtime:
     """How a door's process runs (the RUNTIME fields): one per process, unlike Settings, which a
     Fivetran request's configuration may change."""
 
-    spark_idle_minutes: float = 10.0
+    spark_idle_minutes: float = default_of("spark_idle_minutes")
     engine_max_memory_mb: Optional[float] = None   # None: the door's default (DEFAULT_ENGINE_MAX_MEMORY_MB)
     engine_memory_headroom_mb: Optional[float] = None   # None: the door's default (DEFAULT_ENGINE_MEMORY_HEADROOM_MB)
-    engine_max_requests: int = 0
-    compact_small_files: int = 50
-    metrics_port: str = ""
+    engine_max_requests: int = default_of("engine_max_requests")
+    compact_small_files: int = default_of("compact_small_files")
+    metrics_port: str = default_of("metrics_port")
 
     def engine_memory_bound_mb(self, door: str) -> float:
         """
@@ -215,26 +199,15 @@ def runtime_from_values(values: Mapping[str, Any], environ: Mapping[str, str] = 
         if raw is None or (isinstance(raw, str) and not raw.strip()):
             raw = environ.get(f.env, "") if f.env else ""
         if isinstance(raw, str) and not raw.strip():
-            raw = f.default
-        if f.kind == NUMBER and raw == "":
-            continue   # no default of its own: the Runtime field's (a door's default)
-        if f.kind == NUMBER:
-            try:
-                number = float(raw)
-            except (TypeError, ValueError):
-                raise InvalidRequest(f"{f.key} must be a number") from None
-            if isinstance(raw, bool) or (f.minimum is not None and number < f.minimum):
-                raise InvalidRequest(f"{f.key} must be a number of at least {f.minimum:g}")
-            out[f.key] = int(number) if f.key in ("engine_max_requests", "compact_small_files") else number
-        else:
-            out[f.key] = str(raw).strip()
+            continue   # the Runtime field's default: the declaration's, or None (a door's default)
+        out[f.key] = f.parse(raw)
     return Runtime(**out)
 
 
 @dataclass(frozen=True)
 class Settings:
     warehouse: str
-    engine: str = AUTO                   # auto (chosen per request: engines/choice.py), sail or spark
+    engine: str = default_of("engine")   # auto (chosen per request: engines/choice.py), sail or spark
     spark_remote: Optional[str] = None   # None = an engine this process starts itself
     memory_budget_gb: Optional[float] = None  # None = $DELTA_DESTINATION_MEMORY_BUDGET_GB or the default
     storage: StorageOptions = StorageOptions()
@@ -252,22 +225,8 @@ class Settings:
         if self.catalog_uri and self.engine == "sail":
             raise InvalidRequest("catalog_uri needs the Apache Spark engine to register tables (engine spark, or a "
                                  "Spark Connect server whose catalog is this metastore); Sail cannot register them")
-        if self.storage.endpoint and not self.storage.endpoint.startswith(("http://", "https://")):
-            raise InvalidRequest("s3_endpoint must be an http:// or https:// URL")
-        if bool(self.storage.access_key_id) != bool(self.storage.secret_access_key):
-            raise InvalidRequest("s3_access_key_id and s3_secret_access_key go together: give both or neither")
-        azure = self.storage.azure
-        if azure.client_secret and not (azure.client_id and azure.tenant_id):
-            raise InvalidRequest("azure_client_secret needs azure_client_id and azure_tenant_id")
-        if azure.emulator_url and not azure.emulator_url.startswith(("http://", "https://")):
-            raise InvalidRequest("azure_emulator_url must be an http:// or https:// URL")
-        gcs = self.storage.gcs
-        try:
-            gcs.key
-        except ValueError as exc:   # gcs.InvalidKey: names the setting, never the key
-            raise InvalidRequest(str(exc)) from None
-        if gcs.endpoint and "://" in gcs.endpoint and not gcs.endpoint.startswith(("http://", "https://")):
-            raise InvalidRequest("gcs_endpoint must be an http:// or https:// URL (or host:port)")
+        for store in STORES:
+            store.check(self.storage)
 
     @staticmethod
     def create(warehouse: str, engine: Optional[str] = None, spark_remote: Optional[str] = None,
@@ -333,85 +292,25 @@ def normalise_keys(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_bool(key: str, value: Any) -> Optional[bool]:
-    """`auto` or empty: not set.
-    >>> parse_bool("x", "True"), parse_bool("x", "auto"), parse_bool("x", False)
-    (True, None, False)
-    """
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("", "auto"):
-        return None
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise InvalidRequest(f"{key} must be true or false")
-
-
 def from_values(values: Mapping[str, Any], base: Optional[Settings] = None) -> Settings:
     """Settings from key -> value (only the keys of FIELDS that are connection settings; other
-    keys are the door's business). Values are validated; messages name the key, never a secret."""
-    v = {k: (x.strip() if isinstance(x, str) else x) for k, x in normalise_keys(values).items()}
-    base = base or Settings(warehouse=normalise_root(BY_KEY["warehouse"].default))
-    engine = (v.get("engine") or "").lower() if isinstance(v.get("engine"), str) else v.get("engine")
-    if engine and engine not in ENGINES:
-        raise InvalidRequest(f"engine must be one of {', '.join(ENGINES)}")
-    remote = v.get("spark_remote") or None
-    if not engine:
+    keys are the door's business), each parsed by its Field; an empty value keeps `base`'s, a
+    store's fields go to its part of `storage` (Store.options_from_values). Values are validated;
+    messages name the key, never a secret."""
+    v = normalise_keys(values)
+    base = base or Settings(warehouse=normalise_root(default_of("warehouse")))
+    given = {f.key: f.parse(v[f.key]) for f in OWN_FIELDS if f.key in v}
+    own = {key: value for key, value in given.items() if value is not None and value != ""}
+    if "warehouse" in own:
+        own["warehouse"] = normalise_root(own["warehouse"])
+    if "engine" not in own:
         # With auto the remote endpoint is the Apache Spark of auto's choices; a Sail-only destination
         # given a remote endpoint uses it as Apache Spark for everything.
-        engine = "spark" if remote and not base.spark_remote and base.engine == "sail" else base.engine
-    budget = v.get("memory_budget_gb")
-    if budget is not None and not isinstance(budget, (int, float)):
-        budget = parse_budget(str(budget))
-    elif budget is not None and (isinstance(budget, bool) or not budget > 0):
-        raise InvalidRequest("memory_budget_gb must be a positive number of GB")
-    s = base.storage
-    storage = StorageOptions(
-        endpoint=v.get("s3_endpoint", s.endpoint) or "",
-        region=v.get("s3_region", s.region) or "",
-        access_key_id=v.get("s3_access_key_id", s.access_key_id) or "",
-        secret_access_key=v.get("s3_secret_access_key", s.secret_access_key) or "",
-        session_token=v.get("s3_session_token", s.session_token) or "",
-        path_style=parse_bool("s3_path_style", v["s3_path_style"]) if "s3_path_style" in v else s.path_style,
-        azure=azure_options(v, s.azure),
-        gcs=gcs_options(v, s.gcs),
-    )
-    return replace(
-        base,
-        warehouse=normalise_root(v["warehouse"]) if v.get("warehouse") else base.warehouse,
-        engine=engine,
-        spark_remote=remote or base.spark_remote,
-        memory_budget_gb=float(budget) if budget is not None else base.memory_budget_gb,
-        storage=storage,
-        catalog_uri=v.get("catalog_uri") or base.catalog_uri,
-    )
-
-
-def azure_options(v: Mapping[str, Any], base: AzureOptions) -> AzureOptions:
-    """The azure_* settings over `base` (what a request does not give stays)."""
-    emulator = parse_bool("azure_use_emulator", v["azure_use_emulator"]) if "azure_use_emulator" in v else None
-    return AzureOptions(
-        account_name=v.get("azure_account_name", base.account_name) or "",
-        account_key=v.get("azure_account_key", base.account_key) or "",
-        sas_token=v.get("azure_sas_token", base.sas_token) or "",
-        client_id=v.get("azure_client_id", base.client_id) or "",
-        client_secret=v.get("azure_client_secret", base.client_secret) or "",
-        tenant_id=v.get("azure_tenant_id", base.tenant_id) or "",
-        use_emulator=base.use_emulator if emulator is None else emulator,
-        emulator_url=v.get("azure_emulator_url", base.emulator_url) or "",
-    )
-
-
-def gcs_options(v: Mapping[str, Any], base: GcsOptions) -> GcsOptions:
-    """The gcs_* settings over `base` (what a request does not give stays)."""
-    return GcsOptions(
-        service_account_key=v.get("gcs_service_account_key", base.service_account_key) or "",
-        credentials_file=v.get("gcs_credentials_file", base.credentials_file) or "",
-        endpoint=v.get("gcs_endpoint", base.endpoint) or "",
-    )
+        remote = own.get("spark_remote")
+        own["engine"] = "spark" if remote and not base.spark_remote and base.engine == "sail" else base.engine
+    storage = replace(base.storage, **{store.name: store.options_from_values(v, getattr(base.storage, store.name))
+                                       for store in STORES if store.options_type is not None})
+    return replace(base, **own, storage=storage)
 
 
 def from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
@@ -426,7 +325,7 @@ def add_flags(parser, scope: str = CONNECTION) -> None:
     for f in FIELDS:
         if f.flag is None or (scope == CONNECTION and f.scope != CONNECTION):
             continue
-        default = None if f.scope != PROCESS else float(f.default)
+        default = None if f.scope != PROCESS else f.default_value
         kwargs: dict[str, Any] = {"default": default, "help": f.help + (f" (env {f.env})" if f.env else "")}
         if f.kind == CHOICE:
             kwargs["choices"] = f.choices
@@ -441,23 +340,6 @@ def from_flags(args, environ: Mapping[str, str] = os.environ) -> Settings:
     values.update({f.key: getattr(args, f.key) for f in FIELDS
                    if f.flag is not None and getattr(args, f.key, None) not in (None, "")})
     return from_values(values)
-
-
-def parse_budget(text: str) -> Optional[float]:
-    """A memory budget in GB ("" = not set).
-    >>> parse_budget(" 2.5 ")
-    2.5
-    """
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        gb = float(text)
-    except ValueError:
-        raise InvalidRequest("memory_budget_gb must be a number of GB") from None
-    if not gb > 0 or gb == float("inf"):
-        raise InvalidRequest("memory_budget_gb must be a positive number of GB")
-    return gb
 
 
 def physical_memory() -> int:
@@ -484,4 +366,5 @@ if __name__ == "__main__":
 
 
 __all__ = ["FIELDS", "BY_KEY", "Field", "Settings", "StorageOptions", "from_values", "from_flags", "add_flags",
-           "ENGINES", "AUTO", "parse_budget", "normalise_keys"]
+           "ENGINES", "AUTO", "parse_budget", "normalise_keys", "default_of",
+           "CHOICE", "NUMBER", "BOOL", "CONNECTION", "RUNTIME", "PROCESS"]

@@ -3,7 +3,7 @@ metrics, and (through delta-rs, the independent reader) its live files.
 
 Used where the destination must know something about a table that the engine would take
 seconds to answer (key ranges, the memory guard, the version a commit wrote, a copy's
-marker). Works on every warehouse the destination can list (local disks, S3); callers fall
+marker). Works on every warehouse the destination can list (local disks, object stores); callers fall
 back to the engine or to "unknown" elsewhere.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Callable, Optional
 
 import pyarrow as pa
 
+from ..storage import store_for
 from ..warehouse import Warehouse
 
 
@@ -164,22 +165,16 @@ def read_snapshot(warehouse: Warehouse, location: str) -> Optional[TableSnapshot
         return None
 
 
-# How delta-rs commits safely on S3: put-if-absent (`If-None-Match`), as Sail's and Spark's S3A commits
-# do, asked for explicitly rather than left to delta-rs's defaults (which have changed across versions,
-# and rename unsafely when AWS_S3_ALLOW_UNSAFE_RENAME is set).
-S3_SAFE_COMMITS = {"aws_conditional_put": "etag"}
-
-
 def open_table(warehouse: Warehouse, location: str, for_commits: bool = False):
     """The table through delta-rs (raises when it cannot be read); `for_commits`: opened to write
-    a commit (core/compaction.py), with the store's safe-commit options."""
+    a commit (core/compaction.py), with the store's safe-commit options (Store.commit_options)."""
     from deltalake import DeltaTable
 
     if warehouse.is_local:
         return DeltaTable(location)
     options = warehouse.delta_rs_options()
-    if for_commits and location.startswith(("s3://", "s3a://")):
-        options = {**options, **S3_SAFE_COMMITS}
+    if for_commits:
+        options = {**options, **store_for(location).commit_options()}
     return DeltaTable(warehouse.delta_rs_path(location), storage_options=options)
 
 

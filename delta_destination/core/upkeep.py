@@ -24,13 +24,15 @@ from typing import Iterator, Optional
 
 from .. import logs
 from ..errors import InvalidRequest, TableNotFound, UnsupportedOperation
-from ..settings import Settings
+from ..settings import BY_KEY, Settings, default_of
 from .registry import TableRegistry, TableRef
 
 log = logs.get(__name__)
 
-DEFAULT_RETENTION_HOURS = 7 * 24   # Delta's default delta.deletedFileRetentionDuration
-MIN_RETENTION_HOURS = 7 * 24       # never below Delta's safety check
+# As the vacuum_retention_hours setting declares them (Delta's delta.deletedFileRetentionDuration; never
+# below Delta's safety check).
+DEFAULT_RETENTION_HOURS = int(default_of("vacuum_retention_hours"))
+MIN_RETENTION_HOURS = int(BY_KEY["vacuum_retention_hours"].minimum)
 STEPS = ("compact", "purge_deletion_vectors", "vacuum")
 
 
@@ -73,7 +75,7 @@ class Upkeep:
             yield self.registry.locate(settings, schema, table)
             return
         if not wh.can_list:
-            raise InvalidRequest("listing tables needs a warehouse the destination can list (a directory or s3://): "
+            raise InvalidRequest("listing tables needs a warehouse the destination can list (a directory or an object store): "
                                  "name --schema and --table for other storage URLs")
         wanted = wh.schema_location(schema).rstrip("/") if schema else None
         for sdir, tdir, location in wh.table_locations():
@@ -122,7 +124,7 @@ class PeriodicUpkeep:
     """
 
     def __init__(self, upkeep: Upkeep, settings: Settings, interval_hours: float, options: UpkeepOptions,
-                 idle_minutes: float = 10.0):
+                 idle_minutes: float = default_of("upkeep_idle_minutes")):
         self.upkeep, self.settings, self.options = upkeep, settings, options
         self.interval = interval_hours * 3600
         self.idle_seconds = idle_minutes * 60

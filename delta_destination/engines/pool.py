@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Optional
 from .. import logs, metrics
 from ..errors import EngineUnavailable, InvalidRequest, UnsupportedOperation
 from ..storage import store_for
-from ..settings import AUTO, Settings
+from ..settings import AUTO, Settings, default_of
 from .choice import base_choice, local_spark_reaches, spark_available
 from .dialect import dialect_for
 from .session import EngineSession
@@ -67,13 +67,13 @@ class EnginePool:
     it, outside the lock (requests on Sail never wait for a JVM), warmed up in the background
     when it was started ahead, and stopped after `idle_minutes` without work (0: kept).
 
-    Hadoop keeps one S3 client per bucket per JVM, made with the credentials of whichever
-    session reached the bucket first, and reuses it for every later session silently. So a
-    Spark engine serves each bucket with one storage configuration only; another one for the
-    same bucket is refused, never served with the wrong credentials.
+    Hadoop keeps one client per bucket or container per JVM (`Store.spark_filesystem`), made with
+    the credentials of whichever session reached it first, and reuses it for every later session
+    silently. So a Spark engine serves each such place with one storage configuration only; another
+    one for the same place is refused, never served with the wrong credentials.
     """
 
-    def __init__(self, idle_minutes: float = 10.0, recycle: Optional[RecyclePolicy] = None):
+    def __init__(self, idle_minutes: float = default_of("spark_idle_minutes"), recycle: Optional[RecyclePolicy] = None):
         self._lock = threading.Lock()
         self._sessions: dict[tuple, EngineSession] = {}
         self._sail: dict[str, SupervisedEngine] = {}  # storage identity ("" = this process's environment)
@@ -315,8 +315,8 @@ class EnginePool:
             threading.Thread(target=warm_up_quietly, args=(engine,), name="spark-warm-up", daemon=True).start()
 
     def _check_bucket(self, settings: Settings, url: str, identity: str) -> None:
-        """Under the lock: one storage configuration per bucket (S3) or container (Azure) per Spark
-        engine (see the class)."""
+        """Under the lock: one storage configuration per bucket or container per Spark engine (see
+        the class)."""
         if settings.engine != "spark":
             return
         store = store_for(settings.warehouse)
@@ -325,7 +325,7 @@ class EnginePool:
             return
         first = self._bucket_identity.setdefault((url, place), identity)
         if first != identity:
-            what = "bucket" if store.name == "s3" else "container"
+            what = store.place_noun
             raise InvalidRequest(
                 f"the Apache Spark engine already reaches {what} {place} with other storage settings, and Hadoop "
                 f"keeps one client per {what} per engine (it would use the first settings' credentials). Use one "

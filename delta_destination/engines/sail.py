@@ -35,9 +35,10 @@ STOP_TIMEOUT = 10.0
 def served_by_environment(options: StorageOptions, environ: Mapping[str, str] = os.environ) -> bool:
     """Does this process's own environment reach a warehouse with these settings? Yes when, for
     every store, each setting given is what the environment already says (storage/stores.py).
+    >>> from delta_destination.storage import S3Options
     >>> served_by_environment(StorageOptions(), {})
     True
-    >>> served_by_environment(StorageOptions(endpoint="http://a:1"), {"AWS_ENDPOINT_URL": "http://b:1"})
+    >>> served_by_environment(StorageOptions(s3=S3Options(endpoint="http://a:1")), {"AWS_ENDPOINT_URL": "http://b:1"})
     False
     """
     return stores.served_by_environment(options, environ)
@@ -54,7 +55,8 @@ def sail_environment(options: StorageOptions, environ: Mapping[str, str] = os.en
     this process's with each store's variables replaced by `options` (Sail reads object_store's
     variables, AWS_* and AZURE_*, from its environment only). `returning_allocator`: its allocator
     gives freed memory back at once (sail_engine.RETURNING_ALLOCATOR_ENV).
-    >>> env = sail_environment(StorageOptions(endpoint="http://s3:1"), {"AWS_REGION": "x", "HOME": "/h"})
+    >>> from delta_destination.storage import S3Options
+    >>> env = sail_environment(StorageOptions(s3=S3Options(endpoint="http://s3:1")), {"AWS_REGION": "x", "HOME": "/h"})
     >>> env["AWS_ENDPOINT_URL"], env["AWS_ALLOW_HTTP"], "AWS_REGION" in env, env["HOME"]
     ('http://s3:1', 'true', False, '/h')
     """

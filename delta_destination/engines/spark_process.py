@@ -39,6 +39,7 @@ from .. import logs
 from ..errors import EngineUnavailable
 from ..frozen import is_frozen
 from ..processes import pid_alive
+from ..storage import STORES
 from . import launcher
 
 log = logs.get(__name__)
@@ -46,10 +47,6 @@ log = logs.get(__name__)
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_JARS_DIR = PROJECT_ROOT / ".spark-jars"
-# The project's Delta log store for S3 (jvm/src, built into .spark-jars by `make install`):
-# commits are put-if-absent, so several writers of one table cannot overwrite each other's commit.
-LOG_STORE_JAR = "delta-destination-storage.jar"
-LOG_STORE_CLASS = "deltadestination.storage.S3ConditionalPutLogStore"
 # Spark's Hive support for a Hive 4 metastore: pyspark's built-in 2.3 client fails every table
 # lookup against it ("Invalid method name: 'get_table'"); `make install` fetches the 4.0.1 client.
 HIVE_CLIENT_JARS_DIR = PROJECT_ROOT / ".hive-client-jars"
@@ -163,11 +160,9 @@ def server_conf(port: int, private_dir: Path, options: SparkProcessOptions) -> d
 
 
 def log_store_conf(directory: Path) -> dict[str, str]:
-    """Delta's log store for S3 paths: the project's put-if-absent store where it is installed
-    (without it, Delta's default for S3 allows one writer per table)."""
-    if not (directory / LOG_STORE_JAR).is_file():
-        return {}
-    return {"spark.delta.logStore.s3a.impl": LOG_STORE_CLASS, "spark.delta.logStore.s3.impl": LOG_STORE_CLASS}
+    """Delta's log store per store, where a store has its own installed in `directory`
+    (Store.spark_log_store_conf)."""
+    return {key: value for store in STORES for key, value in store.spark_log_store_conf(directory).items()}
 
 
 def catalog_conf(catalog_uri: str, client_jars: Path = HIVE_CLIENT_JARS_DIR) -> dict[str, str]:

@@ -33,7 +33,7 @@ from typing import Callable, Optional
 
 from .. import logs, metrics
 from ..errors import EngineUnavailable
-from ..settings import DEFAULT_ENGINE_MAX_MEMORY_MB as DEFAULT_BOUND_MB
+from ..settings import DEFAULT_ENGINE_MAX_MEMORY_MB as DEFAULT_BOUND_MB, DEFAULT_ENGINE_MEMORY_HEADROOM_MB, default_of
 from .sail import SailProcess
 
 log = logs.get(__name__)
@@ -66,9 +66,9 @@ class RecyclePolicy:
       is contained: no process grows more than `headroom_bytes` past what it needed once warm."""
 
     max_memory_bytes: int = DEFAULT_BOUND_MB["fivetran"] * MIB
-    max_requests: int = 0
+    max_requests: int = default_of("engine_max_requests")
     min_requests: int = 20
-    headroom_bytes: int = 0
+    headroom_bytes: int = DEFAULT_ENGINE_MEMORY_HEADROOM_MB["fivetran"] * MIB
     horizon: int = 500
 
     @property

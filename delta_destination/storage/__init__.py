@@ -7,17 +7,17 @@
 Each store's module holds its typed settings, its client for the destination's own files (listing
 and removing private prefixes, staging Parquet, probes, log reads) and every conversion of its
 settings: delta-rs `storage_options`, an embedded Sail process's environment, Hadoop's settings for
-the Spark engine (the `Store` interface, store.py). Adding a store: a module here and one entry in
-`stores.STORES` (its settings fields in settings.py)."""
+the Spark engine (the `Store` interface, store.py), and its settings themselves (`FIELDS`, which
+settings.FIELDS gathers) with their checks. Adding a store: a module here and one entry in
+`stores.STORES`; `StorageOptions` (stores.py) gains the store's part from the table."""
 from .azure import AzureOptions, AzureStorage
 from .gcs import GcsOptions, GcsStorage
 from .files import PARQUET_PART_WRITERS, Entry, Storage, is_url, url_scheme
 from .local import LocalStorage
-from .options import StorageOptions
 from .s3 import S3Options, S3Storage, s3_client
 from .store import Store, UnlistedStorage
-from .stores import (OBJECT_STORE_SCHEMES, SCHEME_ALIASES, STORES, canonical, delta_rs_options, sail_environment,
-                     served_by_environment, storage_for, store_for)
+from .stores import (OBJECT_STORE_SCHEMES, SCHEME_ALIASES, STORES, StorageOptions, canonical, delta_rs_options,
+                     sail_environment, served_by_environment, storage_for, store_for)
 
 __all__ = ["AzureOptions", "AzureStorage", "Entry", "GcsOptions", "GcsStorage", "LocalStorage", "OBJECT_STORE_SCHEMES", "PARQUET_PART_WRITERS",
            "S3Options", "S3Storage", "SCHEME_ALIASES", "STORES", "Storage", "StorageOptions", "Store",

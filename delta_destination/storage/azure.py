@@ -2,7 +2,7 @@
 form `wasbs://container@account.blob.core.windows.net/prefix`, or `az://container/prefix` with the
 account in the settings (`abfs://`, `wasb://`, `azure://` are read as `abfss://`, `wasbs://`, `az://`).
 
-Settings: the `azure_*` fields (settings.py) over the standard variables (AZURE_STORAGE_ACCOUNT_NAME,
+Settings: the `azure_*` fields (FIELDS here, gathered by settings.FIELDS) over the standard variables (AZURE_STORAGE_ACCOUNT_NAME,
 AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_SAS_TOKEN, AZURE_CLIENT_ID/AZURE_CLIENT_SECRET/AZURE_TENANT_ID,
 and for Azurite AZURE_STORAGE_USE_EMULATOR with AZURITE_BLOB_STORAGE_URL); empty credentials leave each
 client to Azure's own chain (managed identity, the Azure CLI). The destination's own client is pyarrow's
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, TypeVar
 
 from ..errors import InvalidRequest
+from ..fields import BOOL, Field
 from .files import Entry, Storage
 from .store import Store
 
@@ -35,6 +36,25 @@ VARIABLE_OF = {
     "emulator_url": "AZURITE_BLOB_STORAGE_URL",
 }
 AZURE_VARIABLES = tuple(VARIABLE_OF.values()) + ("AZURE_STORAGE_ENDPOINT", "AZURE_ALLOW_HTTP")
+
+FIELDS = (
+    Field("azure_account_name", "Azure storage account", "The account of an abfss://container@account.dfs.core.windows.net "
+          "or az://container warehouse (empty: the one in the URL).", env="AZURE_STORAGE_ACCOUNT_NAME"),
+    Field("azure_account_key", "Azure account key", "The storage account's shared key. Empty (and no SAS token or "
+          "client secret): Azure's standard credential chain (managed identity, Azure CLI).", secret=True,
+          env="AZURE_STORAGE_ACCOUNT_KEY"),
+    Field("azure_sas_token", "Azure SAS token", "A shared access signature for the container.", secret=True,
+          env="AZURE_STORAGE_SAS_TOKEN"),
+    Field("azure_client_id", "Azure client ID", "A service principal's application (client) ID, with "
+          "azure_client_secret and azure_tenant_id.", env="AZURE_CLIENT_ID"),
+    Field("azure_client_secret", "Azure client secret", "The service principal's secret.", secret=True,
+          env="AZURE_CLIENT_SECRET"),
+    Field("azure_tenant_id", "Azure tenant ID", "The service principal's tenant (directory) ID.", env="AZURE_TENANT_ID"),
+    Field("azure_use_emulator", "Azure storage emulator", "Reach Azurite (its development account unless "
+          "azure_account_name is given) instead of Azure.", kind=BOOL, env="AZURE_STORAGE_USE_EMULATOR"),
+    Field("azure_emulator_url", "Azurite Blob URL", "Where Azurite's Blob service listens (default "
+          f"{DEFAULT_EMULATOR_URL}).", env="AZURITE_BLOB_STORAGE_URL"),
+)
 
 
 @dataclass(frozen=True)
@@ -390,12 +410,22 @@ def abfs_conf(account: str, options: AzureOptions) -> dict[str, str]:
 
 class AzureStore(Store):
     name = "azure"
+    fields = FIELDS
+    options_type = AzureOptions
+    place_noun = "container"
     schemes = ("abfss", "wasbs", "az")
     # The spellings lineage's URIs use too (lineage/uris.py): TLS forms, `az` for object_store's short one.
     aliases = {"abfs": "abfss", "wasb": "wasbs", "azure": "az"}
     storage_class = AzureStorage
     variables = AZURE_VARIABLES
     local_spark_jar = "hadoop-azure-"       # ABFS (jvm/pom.xml, fetched by `make install`)
+
+    def check(self, options) -> None:
+        azure = options.azure
+        if azure.client_secret and not (azure.client_id and azure.tenant_id):
+            raise InvalidRequest("azure_client_secret needs azure_client_id and azure_tenant_id")
+        if azure.emulator_url and not azure.emulator_url.startswith(("http://", "https://")):
+            raise InvalidRequest("azure_emulator_url must be an http:// or https:// URL")
 
     def delta_rs_options(self, options) -> dict[str, str]:
         return delta_rs_options(options.azure)

@@ -1,6 +1,6 @@
 """Google Cloud Storage: `gs://bucket/prefix` (`gcs://` is read as `gs://`).
 
-Settings: the `gcs_*` fields (settings.py) over the standard variables: GOOGLE_SERVICE_ACCOUNT_KEY (a
+Settings: the `gcs_*` fields (FIELDS here, gathered by settings.FIELDS) over the standard variables: GOOGLE_SERVICE_ACCOUNT_KEY (a
 service account key JSON, as object_store reads it; for an emulator it may carry `gcs_base_url` and
 `disable_oauth`), GOOGLE_APPLICATION_CREDENTIALS (the path of a key file) and STORAGE_EMULATOR_HOST (an
 emulator's URL, as Google's own client libraries read it). No credential at all: each client's default
@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..errors import InvalidRequest, UnsupportedOperation
+from ..fields import Field
 from .files import Entry, Storage
 from .store import Store
 
@@ -38,6 +40,19 @@ VARIABLE_OF = {
 # What object_store reads of a Sail process's environment for GCS (and the emulator variable above).
 GCS_VARIABLES = tuple(VARIABLE_OF.values()) + ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_PATH",
                                                "GOOGLE_BUCKET", "GOOGLE_BUCKET_NAME")
+FIELDS = (
+    Field("gcs_service_account_key", "GCS service account key", "The JSON key of a Google service account for a "
+          "gs://bucket/prefix warehouse (for an emulator it may carry gcs_base_url and disable_oauth, as object_store "
+          "reads it). The Apache Spark engine's GCS connector takes keys from files only (gcs_credentials_file): it "
+          "refuses a key with a private key. Empty: gcs_credentials_file, else Google's default chain (gcloud's "
+          "application default credentials, the metadata server).", secret=True, env="GOOGLE_SERVICE_ACCOUNT_KEY"),
+    Field("gcs_credentials_file", "GCS credentials file", "The path of a service account key file, as "
+          "GOOGLE_APPLICATION_CREDENTIALS names it (readable by the destination and, for a remote Spark server, "
+          "at the same path there).", env="GOOGLE_APPLICATION_CREDENTIALS"),
+    Field("gcs_endpoint", "GCS endpoint URL", "A GCS emulator or private endpoint, e.g. http://127.0.0.1:4443 "
+          "(without credentials: no OAuth, as Google's clients treat STORAGE_EMULATOR_HOST). Empty: Google Cloud "
+          "Storage.", env="STORAGE_EMULATOR_HOST"),
+)
 TOKEN_URI = "https://oauth2.googleapis.com/token"
 SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"
 
@@ -204,8 +219,6 @@ def hadoop_conf(options: GcsOptions) -> dict[str, str]:
     elif options.has_private_key:
         # The connector 3.x takes a service account only as a key file (fs.gs.auth.service.account.json.
         # keyfile; its 2.x settings for the key's parts are gone), and the key is never written to a file.
-        from ..errors import UnsupportedOperation
-
         raise UnsupportedOperation(
             "the Apache Spark engine's GCS connector takes a service account key as a file only: give its path "
             "in gcs_credentials_file (GOOGLE_APPLICATION_CREDENTIALS) instead of gcs_service_account_key, or "
@@ -379,12 +392,23 @@ class GcsStorage(Storage):
 
 class GcsStore(Store):
     name = "gcs"
+    fields = FIELDS
+    options_type = GcsOptions
     schemes = ("gs",)
     aliases = {"gcs": "gs"}
     storage_class = GcsStorage
     variables = GCS_VARIABLES
     embedded_reaches = False
     embedded_refusal = EMBEDDED_REFUSAL
+
+    def check(self, options) -> None:
+        gcs = options.gcs
+        try:
+            gcs.key
+        except InvalidKey as exc:   # names the setting, never the key
+            raise InvalidRequest(str(exc)) from None
+        if gcs.endpoint and "://" in gcs.endpoint and not gcs.endpoint.startswith(("http://", "https://")):
+            raise InvalidRequest("gcs_endpoint must be an http:// or https:// URL (or host:port)")
 
     def delta_rs_options(self, options) -> dict[str, str]:
         return delta_rs_options(options.gcs)

@@ -1,6 +1,6 @@
 """AWS S3 and S3-compatible stores (SeaweedFS, MinIO, Ceph, R2): `s3://bucket/prefix` (`s3a://`,
 Hadoop's spelling, means the same place; the Spark engine speaks `s3a://` itself). Its settings are
-the `s3_*` fields (settings.py) over the standard AWS_* variables; boto3 is the destination's own
+the `s3_*` fields (FIELDS here, gathered by settings.FIELDS) over the standard AWS_* variables; boto3 is the destination's own
 client (it lists and removes exactly the keys S3 has; pyarrow's filesystem writes directory-marker
 objects of its own when it deletes)."""
 from __future__ import annotations
@@ -8,10 +8,28 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping, Optional
 
+from ..errors import InvalidRequest
+from ..fields import BOOL, Field
 from .files import Entry, Storage
 from .store import Store
+
+FIELDS = (
+    Field("s3_endpoint", "S3 endpoint URL", "For S3-compatible stores (SeaweedFS, MinIO, Ceph, R2): their URL, "
+          "e.g. http://127.0.0.1:8333. Empty: AWS S3.", env="AWS_ENDPOINT_URL"),
+    Field("s3_region", "S3 region", "The bucket's region (empty: AWS_REGION, else us-east-1).", env="AWS_REGION"),
+    Field("s3_access_key_id", "S3 access key ID", "Empty: the standard AWS credential chain (profile, "
+          "instance role).", env="AWS_ACCESS_KEY_ID"),
+    Field("s3_secret_access_key", "S3 secret access key", "Secret for the access key ID.", secret=True,
+          env="AWS_SECRET_ACCESS_KEY"),
+    Field("s3_session_token", "S3 session token", "For temporary credentials.", secret=True,
+          env="AWS_SESSION_TOKEN"),
+    Field("s3_path_style", "S3 path-style access", "Address the bucket in the URL path (needed by most "
+          "S3-compatible stores); empty: automatic (path-style for an endpoint URL, virtual-hosted on AWS).",
+          kind=BOOL),
+)
 
 # What a Sail process reads of its environment for S3 (object_store's variables and the profile).
 AWS_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
@@ -49,9 +67,11 @@ _CLIENTS: dict[str, object] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def s3_client(options: "S3Options"):
-    """One boto3 client per configuration (thread-safe; kept for the process's life)."""
-    key = options.identity()
+def s3_client(storage_options):
+    """One boto3 client per configuration (`storage_options`: a StorageOptions; thread-safe; kept
+    for the process's life)."""
+    key = storage_options.identity()
+    options = storage_options.s3
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
@@ -216,24 +236,53 @@ def s3a_bucket_conf(bucket: str, options: S3Options) -> dict[str, str]:
     return conf
 
 
+# How delta-rs commits safely on S3: put-if-absent (`If-None-Match`), as Sail's and Spark's S3A commits
+# do, asked for explicitly rather than left to delta-rs's defaults (which have changed across versions,
+# and rename unsafely when AWS_S3_ALLOW_UNSAFE_RENAME is set).
+SAFE_COMMITS = {"aws_conditional_put": "etag"}
+# The project's Delta log store for S3 (jvm/src, built into .spark-jars by `make install`):
+# commits are put-if-absent, so several writers of one table cannot overwrite each other's commit.
+LOG_STORE_JAR = "delta-destination-storage.jar"
+LOG_STORE_CLASS = "deltadestination.storage.S3ConditionalPutLogStore"
+
+
 class S3Store(Store):
     name = "s3"
+    fields = FIELDS
+    options_type = S3Options
     schemes = ("s3",)
     aliases = {"s3a": "s3", "s3n": "s3"}
     storage_class = S3Storage
     variables = AWS_VARIABLES
     local_spark_jar = "hadoop-aws-"
 
-    def delta_rs_options(self, options: S3Options) -> dict[str, str]:
-        return object_store_variables(options)
+    def check(self, options) -> None:
+        s3 = options.s3
+        if s3.endpoint and not s3.endpoint.startswith(("http://", "https://")):
+            raise InvalidRequest("s3_endpoint must be an http:// or https:// URL")
+        if bool(s3.access_key_id) != bool(s3.secret_access_key):
+            raise InvalidRequest("s3_access_key_id and s3_secret_access_key go together: give both or neither")
 
-    def served_by_environment(self, options: S3Options, environ: Mapping[str, str]) -> bool:
+    def commit_options(self) -> dict[str, str]:
+        return dict(SAFE_COMMITS)
+
+    def spark_log_store_conf(self, jars_dir: Path) -> dict[str, str]:
+        """The project's put-if-absent log store where it is installed (without it, Delta's default
+        for S3 allows one writer per table)."""
+        if not (jars_dir / LOG_STORE_JAR).is_file():
+            return {}
+        return {"spark.delta.logStore.s3a.impl": LOG_STORE_CLASS, "spark.delta.logStore.s3.impl": LOG_STORE_CLASS}
+
+    def delta_rs_options(self, options) -> dict[str, str]:
+        return object_store_variables(options.s3)
+
+    def served_by_environment(self, options, environ: Mapping[str, str]) -> bool:
         """Yes when every setting given is what the environment already says (path style follows
         the endpoint)."""
-        env = environment_options(environ)
-        given = {"endpoint": options.endpoint, "region": options.region, "access_key_id": options.access_key_id,
-                 "secret_access_key": options.secret_access_key, "session_token": options.session_token}
-        return all(not v or v == getattr(env, k) for k, v in given.items()) and options.path_style is not False
+        env, s3 = environment_options(environ), options.s3
+        given = {"endpoint": s3.endpoint, "region": s3.region, "access_key_id": s3.access_key_id,
+                 "secret_access_key": s3.secret_access_key, "session_token": s3.session_token}
+        return all(not v or v == getattr(env, k) for k, v in given.items()) and s3.path_style is not False
 
     def environment_defaults(self, environ: Mapping[str, str]) -> dict[str, str]:
         # object_store refuses plain HTTP unless told; an http:// endpoint (S3-compatible stores on
@@ -242,13 +291,13 @@ class S3Store(Store):
             return {"AWS_ALLOW_HTTP": "true"}
         return {}
 
-    def sail_environment(self, options: S3Options) -> dict[str, str]:
-        return object_store_variables(options)
+    def sail_environment(self, options) -> dict[str, str]:
+        return object_store_variables(options.s3)
 
-    def hadoop_conf(self, root: str, options: S3Options) -> dict[str, str]:
+    def hadoop_conf(self, root: str, options) -> dict[str, str]:
         """S3A settings for the warehouse's bucket (per bucket, so that one engine can serve
         buckets with different credentials); empty options leave S3A to its default chain."""
-        return s3a_bucket_conf(root.split("://", 1)[1].split("/", 1)[0], options)
+        return s3a_bucket_conf(root.split("://", 1)[1].split("/", 1)[0], options.s3)
 
     def spark_path(self, location: str, options=None) -> str:
         """Hadoop's S3 client is S3A: `s3://b/k` -> `s3a://b/k`."""

@@ -5,18 +5,28 @@ the table of stores.py.
 Every conversion of a store's settings lives with the store: delta-rs `storage_options` (the
 destination's own log reads, key ranges, the tests), the environment of an embedded Sail process
 (Sail reads object_store's variables, AWS_*, AZURE_* or GOOGLE_*, from its environment only), the Hadoop
-settings of a Spark session, and the spelling of a location for Spark. Methods take the whole
-`StorageOptions` and read their own part of it.
+settings of a Spark session, and the spelling of a location for Spark. So does everything else
+that differs between stores: its settings (`fields`, declared in its module and gathered by
+settings.FIELDS; keys `<name>_<attribute of its options>`), their checks, the delta-rs options a
+commit needs to be safe there, and Delta's log store for the Spark engine. Methods take the whole
+`StorageOptions` (stores.py: one options value per store, by the store's name) and read their own
+part of it.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Mapping, Optional
 
+from ..fields import BOOL, Field
 from .files import Storage
 
 
 class Store:
-    name = "?"
+    name = "?"                              # also its settings' key prefix and its part of StorageOptions
+    fields: tuple[Field, ...] = ()          # its settings, in settings.FIELDS (keys `<name>_<attribute>`)
+    options_type: Optional[type] = None     # the frozen dataclass its settings make (None: it has none)
+    place_noun = "bucket"                   # what `spark_filesystem` names, in messages
     schemes: tuple[str, ...] = ()           # the schemes it serves, its canonical one first
     aliases: Mapping[str, str] = {}         # other spellings of a scheme -> the canonical one
     storage_class: type[Storage] = Storage  # its client for the destination's own files
@@ -25,6 +35,34 @@ class Store:
     local_spark_wired = True                # has the local Spark engine its connector and settings?
     embedded_refusal = ""                   # why embedded Sail refuses the store ('' = it does not)
     local_spark_jar = ""                    # the connector jar (name prefix) the local engine needs in .spark-jars
+
+    def options_from_values(self, values: Mapping[str, Any], base: Any) -> Any:
+        """Its settings given in `values` (by key) over `base`: each field parsed by its declaration.
+        A tri-state flag given as `auto` (or empty) goes back to automatic (None); any other flag
+        so given keeps its value."""
+        unset = self.options_type()
+        changes = {}
+        for f in self.fields:
+            if f.key not in values:
+                continue
+            attribute, value = f.key[len(self.name) + 1:], f.parse(values[f.key])
+            if f.kind == BOOL and value is None and getattr(unset, attribute) is not None:
+                continue
+            changes[attribute] = value
+        return replace(base, **changes) if changes else base
+
+    def check(self, options) -> None:
+        """Refuse settings that cannot work (InvalidRequest, naming the key, never a secret)."""
+
+    def commit_options(self) -> dict[str, str]:
+        """delta-rs `storage_options` the destination adds when it writes a commit itself
+        (compaction): what makes concurrent commits safe on this store."""
+        return {}
+
+    def spark_log_store_conf(self, jars_dir: Path) -> dict[str, str]:
+        """Spark settings of Delta's log store for this store's paths (`jars_dir`: the local
+        engine's jars, where a store's own log store is installed); {}: Delta's default."""
+        return {}
 
     def canonical(self, location: str) -> str:
         """One spelling per place (no trailing slash, the canonical scheme)."""
@@ -78,6 +116,34 @@ class UnlistedStore(Store):
     name = "unlisted"
     storage_class = UnlistedStorage
     embedded_reaches = False
+
+    def options_from_values(self, values: Mapping[str, Any], base: Any) -> Any:
+        """Its settings given in `values` (by key) over `base`: each field parsed by its declaration.
+        A tri-state flag given as `auto` (or empty) goes back to automatic (None); any other flag
+        so given keeps its value."""
+        unset = self.options_type()
+        changes = {}
+        for f in self.fields:
+            if f.key not in values:
+                continue
+            attribute, value = f.key[len(self.name) + 1:], f.parse(values[f.key])
+            if f.kind == BOOL and value is None and getattr(unset, attribute) is not None:
+                continue
+            changes[attribute] = value
+        return replace(base, **changes) if changes else base
+
+    def check(self, options) -> None:
+        """Refuse settings that cannot work (InvalidRequest, naming the key, never a secret)."""
+
+    def commit_options(self) -> dict[str, str]:
+        """delta-rs `storage_options` the destination adds when it writes a commit itself
+        (compaction): what makes concurrent commits safe on this store."""
+        return {}
+
+    def spark_log_store_conf(self, jars_dir: Path) -> dict[str, str]:
+        """Spark settings of Delta's log store for this store's paths (`jars_dir`: the local
+        engine's jars, where a store's own log store is installed); {}: Delta's default."""
+        return {}
 
     def canonical(self, location: str) -> str:
         if "://" not in location:

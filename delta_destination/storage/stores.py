@@ -1,17 +1,39 @@
-"""The one table of stores: which module serves a warehouse URL's scheme. Adding a store is a
-module beside this one (a `Store` and its `Storage`, its settings in settings.py) and one entry
-in STORES."""
+"""The one table of stores: which module serves a warehouse URL's scheme, and every store's settings
+in one value (`StorageOptions`, made from the table). Adding a store is a module beside this one
+(its `Store`, `Storage`, settings fields and options type) and one entry in STORES."""
 from __future__ import annotations
 
+import hashlib
 import os
+from dataclasses import astuple, field, make_dataclass
 from typing import Mapping, Optional
 
 from . import azure, gcs, local, s3
 from .files import Storage, url_scheme
-from .options import StorageOptions
 from .store import UNLISTED, Store
 
 STORES: tuple[Store, ...] = (local.STORE, s3.STORE, azure.STORE, gcs.STORE)
+
+
+def _identity(self) -> str:
+    """A stable, non-reversible name of these options (caches key on it; never the secret).
+    >>> a, b = (StorageOptions(s3=s3.S3Options(secret_access_key=k)) for k in "xy")
+    >>> a.identity() != b.identity(), StorageOptions().identity() == StorageOptions().identity()
+    (True, True)
+    """
+    return hashlib.sha256(repr(astuple(self)).encode("utf-8")).hexdigest()[:16]
+
+
+# Every store's settings in one value (what `Settings.storage` and `Warehouse.options` hold): a frozen
+# dataclass with one field per store that has settings, named as the store (`options.s3.endpoint`,
+# `options.azure.account_key`), each its module's options type (defaults: that type's own).
+StorageOptions = make_dataclass(
+    "StorageOptions",
+    [(store.name, store.options_type, field(default_factory=store.options_type))
+     for store in STORES if store.options_type is not None],
+    namespace={"identity": _identity, "__module__": __name__},
+    frozen=True)
+del _identity   # StorageOptions.identity is its one name
 
 BY_SCHEME: dict[str, Store] = {
     scheme: store for store in STORES for scheme in (*store.schemes, *store.aliases)

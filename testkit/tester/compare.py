@@ -92,7 +92,7 @@ def warehouse_of(warehouse, storage_options: Optional[dict] = None) -> Warehouse
     """The destination's view of the warehouse, reached with delta-rs-style options (AWS_* keys,
     GCS's google_service_account_key / google_application_credentials, or Azure's azure_storage_*:
     an `azure_storage_endpoint` of `<emulator URL>/<account>` is an emulator's)."""
-    from delta_destination.storage import AzureOptions, GcsOptions
+    from delta_destination.storage import AzureOptions, GcsOptions, S3Options
 
     o = storage_options or {}
     gcs = GcsOptions(service_account_key=o.get("google_service_account_key", ""),
@@ -103,9 +103,9 @@ def warehouse_of(warehouse, storage_options: Optional[dict] = None) -> Warehouse
     azure = AzureOptions(account_name=account, account_key=o.get("azure_storage_account_key", ""),
                          sas_token=o.get("azure_storage_sas_token", ""), use_emulator=bool(endpoint),
                          emulator_url=endpoint)
-    options = StorageOptions(endpoint=o.get("AWS_ENDPOINT_URL", ""), region=o.get("AWS_REGION", ""),
-                             access_key_id=o.get("AWS_ACCESS_KEY_ID", ""),
-                             secret_access_key=o.get("AWS_SECRET_ACCESS_KEY", ""), gcs=gcs, azure=azure)
+    s3 = S3Options(endpoint=o.get("AWS_ENDPOINT_URL", ""), region=o.get("AWS_REGION", ""),
+                   access_key_id=o.get("AWS_ACCESS_KEY_ID", ""), secret_access_key=o.get("AWS_SECRET_ACCESS_KEY", ""))
+    options = StorageOptions(s3=s3, gcs=gcs, azure=azure)
     return Warehouse(normalise_root(str(warehouse)), options)
 
 

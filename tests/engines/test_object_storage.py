@@ -26,7 +26,7 @@ from delta_destination.core.model import Column, DataType as T, TableSchema
 from delta_destination.engines import session as engine_session, shipping
 from delta_destination.engines.pool import EnginePool
 from delta_destination.settings import Settings
-from delta_destination.storage import StorageOptions
+from delta_destination.storage import S3Options, StorageOptions
 from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR, Warehouse
 from testkit.core_changes import changes, order, rows_by_id, typed
 from testkit.delta_read import delta_version
@@ -170,8 +170,9 @@ def test_staged_parquet_parts_keep_order_types_and_privacy(warehouse_kind, reque
     if warehouse_kind == "s3":
         s3 = request.getfixturevalue("s3_server")
         wh = Warehouse(s3.url(f"pq-{uuid.uuid4().hex[:8]}/wh"),
-                       StorageOptions(endpoint=s3.endpoint_url, region=s3.region, access_key_id=s3.access_key_id,
-                                      secret_access_key=s3.secret_access_key))
+                       StorageOptions(s3=S3Options(endpoint=s3.endpoint_url, region=s3.region,
+                                                   access_key_id=s3.access_key_id,
+                                                   secret_access_key=s3.secret_access_key)))
     else:
         wh = Warehouse(str(tmp_path / "wh"))
     n = 5000

@@ -257,10 +257,11 @@ def test_a_removed_table_leaves_no_folder_that_looks_like_a_table(s3_server):
     finds `<table>/_delta_log` and refuses to create a table where one was dropped (seen as
     TABLE_OR_VIEW_ALREADY_EXISTS after a drop migration). Removing a tree removes its folders too,
     and nothing beside it."""
-    from delta_destination.storage import StorageOptions, s3_client, storage_for
+    from delta_destination.storage import S3Options, StorageOptions, s3_client, storage_for
 
-    opts = StorageOptions(endpoint=s3_server.endpoint_url, region=s3_server.region,
-                          access_key_id=s3_server.access_key_id, secret_access_key=s3_server.secret_access_key)
+    opts = StorageOptions(s3=S3Options(endpoint=s3_server.endpoint_url, region=s3_server.region,
+                                       access_key_id=s3_server.access_key_id,
+                                       secret_access_key=s3_server.secret_access_key))
     client, bucket = s3_client(opts), s3_server.bucket
     base = f"rm-{uuid.uuid4().hex[:8]}"
     for key in ["t/_delta_log/00000000000000000000.json", "t/_delta_log/_staged_commits/", "t/part-0.parquet",

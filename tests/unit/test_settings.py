@@ -54,7 +54,7 @@ def test_the_same_values_make_the_same_settings_through_every_door():
     conduit = conduit_config(values).settings
     assert fivetran == airbyte == conduit
     assert fivetran.warehouse == "s3://bucket/wh"          # one spelling: s3a:// is read as s3://
-    assert fivetran.storage.secret_access_key == SECRET and fivetran.storage.path_style is True
+    assert fivetran.storage.s3.secret_access_key == SECRET and fivetran.storage.s3.path_style is True
     assert SECRET not in repr(fivetran)
 
 
@@ -69,10 +69,10 @@ def test_precedence_request_over_flag_over_environment_over_default(monkeypatch)
     add_flags(parser, PROCESS)
     env = {"AWS_ENDPOINT_URL": "http://env:1", "AWS_REGION": "env-region"}
     base = from_flags(parser.parse_args(["--s3-region", "flag-region"]), env)
-    assert base.storage.endpoint == "http://env:1" and base.storage.region == "flag-region"
+    assert base.storage.s3.endpoint == "http://env:1" and base.storage.s3.region == "flag-region"
     assert base.warehouse.endswith("/warehouse")
     request = base.resolve({"s3_region": "request-region", "warehouse": ""})   # empty = keep
-    assert request.storage.region == "request-region" and request.warehouse == base.warehouse
+    assert request.storage.s3.region == "request-region" and request.warehouse == base.warehouse
 
 
 @pytest.mark.parametrize("values, words", [
@@ -131,3 +131,25 @@ def test_runtime_settings_are_the_same_on_every_long_running_door():
                          ({"engine_max_requests": "x"}, "engine_max_requests")):
         with pytest.raises(InvalidRequest, match=message):
             runtime_from_values(bad, environ={})
+
+
+def test_every_default_is_written_once_in_its_declaration():
+    """Settings', Runtime's and the engines' and upkeep's defaults are the declarations' (FIELDS):
+    no second copy to drift."""
+    import inspect
+
+    from delta_destination.core.upkeep import PeriodicUpkeep, UpkeepOptions
+    from delta_destination.engines.pool import EnginePool
+    from delta_destination.settings import RUNTIME_FIELDS, Runtime, default_of, runtime_from_values
+
+    for f in RUNTIME_FIELDS:
+        assert getattr(Runtime(), f.key) == f.default_value == getattr(runtime_from_values({}, environ={}), f.key)
+    assert Settings(warehouse="/wh").engine == default_of("engine") == "auto"
+    assert inspect.signature(EnginePool).parameters["idle_minutes"].default == default_of("spark_idle_minutes")
+    assert inspect.signature(PeriodicUpkeep).parameters["idle_minutes"].default == default_of("upkeep_idle_minutes")
+    assert UpkeepOptions().retention_hours == default_of("vacuum_retention_hours")
+    from delta_destination.engines.supervisor import RecyclePolicy
+    assert RecyclePolicy().max_requests == default_of("engine_max_requests")
+    # counts are integers by their declaration, quantities floats
+    parsed = runtime_from_values({"compact_small_files": "7", "spark_idle_minutes": "2"}, environ={})
+    assert (parsed.compact_small_files, parsed.spark_idle_minutes) == (7, 2.0) and type(parsed.compact_small_files) is int

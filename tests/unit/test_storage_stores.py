@@ -6,7 +6,8 @@ import pytest
 
 from delta_destination.errors import InvalidRequest
 from delta_destination.settings import Settings, from_environment, from_values
-from delta_destination.storage import (AzureOptions, AzureStorage, GcsOptions, GcsStorage, LocalStorage, S3Storage, StorageOptions,
+from delta_destination.storage import (AzureOptions, AzureStorage, GcsOptions, GcsStorage, LocalStorage, S3Options, S3Storage,
+                                       StorageOptions,
                                        UnlistedStorage, canonical, delta_rs_options, sail_environment,
                                        served_by_environment, storage_for, store_for)
 from delta_destination.storage.azure import EMULATOR_KEY
@@ -77,8 +78,8 @@ def test_settings_of_another_store_make_another_identity():
 def test_spark_gets_s3a_and_no_hadoop_settings_for_stores_without_them():
     s3 = store_for("s3://b/wh")
     assert s3.spark_path("s3://b/wh/t") == "s3a://b/wh/t"
-    assert s3.hadoop_conf("s3://b/wh", StorageOptions(region="r")) == {"fs.s3a.bucket.b.endpoint.region": "r"}
-    assert store_for("/wh").hadoop_conf("/wh", StorageOptions(region="r")) == {}
+    assert s3.hadoop_conf("s3://b/wh", StorageOptions(s3=S3Options(region="r"))) == {"fs.s3a.bucket.b.endpoint.region": "r"}
+    assert store_for("/wh").hadoop_conf("/wh", StorageOptions(s3=S3Options(region="r"))) == {}
 
 
 # ---- Google Cloud Storage ------------------------------------------------------------------------
@@ -243,3 +244,82 @@ def test_the_local_spark_engine_serves_azure_once_hadoop_azure_is_among_its_jars
     assert not local_spark_reaches(ABFSS)     # a .spark-jars fetched before hadoop-azure was added
     (tmp_path / "hadoop-azure-3.5.0.jar").write_bytes(b"")
     assert local_spark_reaches(ABFSS) and local_spark_reaches("/wh")
+
+
+def test_a_store_declares_its_settings_and_the_schema_takes_them_from_it():
+    """A store's settings are declared in its module, keyed `<store>_<attribute of its options>`;
+    settings.FIELDS gathers them in the table's order and parses them into the store's part of
+    Settings.storage."""
+    from dataclasses import fields
+
+    from delta_destination.settings import FIELDS
+    from delta_destination.storage import STORES
+
+    for store in STORES:
+        attributes = {f.name for f in fields(store.options_type)} if store.options_type else set()
+        assert {f.key for f in store.fields} == {f"{store.name}_{a}" for a in attributes}
+    assert [f for f in FIELDS if f.key.split("_")[0] in ("s3", "azure", "gcs")] == [
+        f for store in STORES for f in store.fields]
+    s = from_values({"warehouse": "/wh", "s3_path_style": "false", "azure_use_emulator": "true", "gcs_endpoint": "h:1"})
+    assert s.storage.s3.path_style is False and s.storage.azure.use_emulator is True and s.storage.gcs.endpoint == "h:1"
+    # `auto`: a tri-state flag goes back to automatic, a plain one keeps its value
+    again = s.resolve({"s3_path_style": "auto", "azure_use_emulator": "auto"})
+    assert again.storage.s3.path_style is None and again.storage.azure.use_emulator is True
+
+
+@pytest.mark.parametrize("values, words", [
+    ({"azure_emulator_url": "127.0.0.1:10000"}, "azure_emulator_url must be an http:// or https:// URL"),
+    ({"gcs_endpoint": "ftp://h:1"}, "gcs_endpoint must be an http:// or https:// URL"),
+    ({"gcs_service_account_key": "not json"}, "gcs_service_account_key is not a service account key"),
+])
+def test_each_store_checks_its_own_settings(values, words):
+    with pytest.raises(InvalidRequest, match=words):
+        Settings.create("/wh", **values)
+
+
+def test_each_store_says_how_commits_are_safe_there_and_which_delta_log_store_spark_uses(tmp_path):
+    """What used to be S3 special cases in the Delta log reader and the Spark engine's start."""
+    from delta_destination.engines.spark_process import log_store_conf
+
+    assert store_for("s3a://b/wh/t").commit_options() == {"aws_conditional_put": "etag"}
+    assert [store_for(x).commit_options() for x in ("/wh", ABFSS, GS)] == [{}, {}, {}]
+    assert log_store_conf(tmp_path) == {}   # the project's log store jar is not installed: Delta's default
+    (tmp_path / "delta-destination-storage.jar").write_bytes(b"")
+    store_class = "deltadestination.storage.S3ConditionalPutLogStore"
+    assert log_store_conf(tmp_path) == {"spark.delta.logStore.s3a.impl": store_class,
+                                        "spark.delta.logStore.s3.impl": store_class}
+    assert (store_for("s3://b").place_noun, store_for(ABFSS).place_noun, store_for(GS).place_noun) == (
+        "bucket", "container", "bucket")
+
+
+def test_storage_options_hold_one_part_per_store_of_the_table():
+    from delta_destination.storage import STORES
+
+    options = StorageOptions(s3=S3Options(region="r"))
+    assert [name for name in vars(options)] == [s.name for s in STORES if s.options_type is not None]
+    assert options.azure == AzureOptions() and options.s3.region == "r"
+    with pytest.raises(TypeError):
+        StorageOptions(ftp=object())
+
+
+def test_core_and_engines_name_no_store():
+    """What differs between stores is asked of their `Store` (storage/): no code in core/ or engines/
+    names one (docstrings and comments may, as examples)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "delta_destination"
+    store_word = re.compile(r"(?i)\b(s3[an]?|azure|abfss?|wasbs?|gcs|gs|az)\b|(S3|Azure|Gcs)Options")
+    found = []
+    for path in sorted([*package.glob("core/**/*.py"), *package.glob("engines/**/*.py")]):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            text = (node.value if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docstrings else getattr(node, "id", None) or getattr(node, "attr", None))
+            if isinstance(text, str) and store_word.search(text.replace("_", " ")):
+                found.append(f"{path.relative_to(package)}:{node.lineno}: {text[:60]!r}")
+    assert found == []
