@@ -317,11 +317,22 @@ class TableRegistry:
         cached = self._meta_cache.get(ref.location)
         if cached is not None:
             return cached
-        texts = eng.property_values(f"read metadata of {ref.display}", ref.location, metadata.PROPERTY)
+        texts = self.property_values(eng, ref, metadata.PROPERTY)
         meta = metadata.latest(texts)
         if meta is not None:
             self._meta_cache[ref.location] = meta
         return meta
+
+    def property_values(self, eng: EngineSession, ref: TableRef, key: str) -> list[str]:
+        """The values a table property has had, the current one last: read from the table's
+        snapshot (its current value) where the destination reads the log itself, else every value
+        the engine finds in the log (which it cannot order: properties read that way only grow)."""
+        if ref.warehouse.can_list:
+            snapshot = read_snapshot(ref.warehouse, ref.location)
+            if snapshot is not None:
+                value = snapshot.configuration.get(key)
+                return [value] if value else []
+        return eng.property_values(f"read property {key} of {ref.display}", ref.location, key)
 
     def remember_created(self, ref: TableRef, schema: TableSchema) -> None:
         self._meta_cache[ref.location] = metadata.StoredMetadata(1, schema.columns)

@@ -257,17 +257,17 @@ class Tables:
 
         def ask() -> list[str]:
             with reg.session(settings) as eng:
-                return eng.property_values(f"read property {key} of {ref.display}", ref.location, key)
+                return reg.property_values(eng, ref, key)
 
         return PropertyWatch(ref.warehouse, ref.location, key, ask)
 
     def property_values(self, settings: Settings, schema_name: str, table: str, key: str) -> list[str]:
-        """Every value the property has had (the engines cannot say which is the latest; a door
-        that needs one stores values that only grow)."""
+        """The values the property has had, the current one last (where only the engine reads the
+        log it cannot say which is the latest: a door that needs one stores values that only grow)."""
         reg = self.registry
         ref = reg.locate(settings, schema_name, table)
         with reg.session(settings) as eng, reg.locked(ref):
-            return eng.property_values(f"read properties of {ref.display}", ref.location, key)
+            return reg.property_values(eng, ref, key)
 
     # ---- truncate --------------------------------------------------------------------------
     def truncate(self, settings: Settings, schema_name: str, table: str, synced_column: str, before: datetime,
