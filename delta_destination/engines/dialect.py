@@ -15,8 +15,8 @@ import pyarrow as pa
 
 from .. import logs
 from ..errors import InvalidRequest, UnsupportedOperation
-from ..storage import StorageOptions, store_for
-from ..warehouse import Warehouse, is_url
+from ..storage import StorageOptions, is_url, store_for
+from ..warehouse import Warehouse
 from .errors import run_engine
 from .shipping import staged_as_parquet, staged_in_chunks
 from .statements import (add_columns_sql, create_table_sql, drop_columns_sql, drop_table_sql, optimize_sql,

@@ -233,9 +233,10 @@ class Destination:
         return self.server.stub
 
     def location(self, schema: str, table: str) -> str:
+        from delta_destination.core.table_dirs import table_location
         from testkit.tester import warehouse_of
 
-        return warehouse_of(self.warehouse, self.storage_options).table_location(schema, table)
+        return table_location(warehouse_of(self.warehouse, self.storage_options), schema, table)
 
     def rows(self, schema: str, table: str) -> dict:
         from testkit.delta_read import read_delta_table
@@ -260,7 +261,7 @@ def destination(cluster, tmp_path_factory):
 
 def private_keys(cluster: LocalCluster) -> list[str]:
     """Objects of the destination's private areas (staged batches, probes, trash) in the bucket."""
-    from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
+    from delta_destination.private_areas import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
     from delta_destination.tools.local_cluster import WAREHOUSE_PREFIX
 
     return [k for k in cluster.s3.list_keys(f"{WAREHOUSE_PREFIX}/")
@@ -268,7 +269,7 @@ def private_keys(cluster: LocalCluster) -> list[str]:
 
 
 def staged_keys(cluster: LocalCluster) -> list[str]:
-    from delta_destination.warehouse import STAGING_DIR
+    from delta_destination.private_areas import STAGING_DIR
     from delta_destination.tools.local_cluster import WAREHOUSE_PREFIX
 
     return cluster.s3.list_keys(f"{WAREHOUSE_PREFIX}/{STAGING_DIR}/")

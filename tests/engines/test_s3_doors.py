@@ -30,7 +30,7 @@ from testkit.conduit_host import record as cdc_record
 from testkit.delta_read import read_delta_table, storage_options_for
 from testkit.server_process import ROOT, TESTER_INPUTS
 from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
-from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
+from delta_destination.private_areas import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
 
 BOTH = pytest.mark.parametrize("engine_name", ["sail", "spark"])
 
