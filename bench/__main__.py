@@ -16,7 +16,7 @@ alone, to a local directory and then to a SeaweedFS S3 server on loopback, back 
 `--storage local` skips it, `--storage s3` runs only it and puts its section into the existing
 benchmarks.md (the rest of the file is left as it is) with its figures in object-storage-results.json;
 `--storage s3,azure,gcs` (any of them) does the same on each store's emulator, in a section of its own.
-`--cluster` (bench/cluster.py) starts the local cluster (delta_destination/tools/local_cluster) and measures the
+`--cluster` (bench/cluster.py) starts the local cluster (tools/local_cluster) and measures the
 100k upsert into a 1M-row and a 10M-row table through it and through the local Spark engine; its
 section goes into the existing benchmarks.md the same way (figures in cluster-results.json).
 

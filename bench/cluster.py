@@ -1,5 +1,5 @@
 """The cluster run: the 100k upsert into a 1M-row and into a 10M-row table through a destination on
-the local cluster (delta_destination/tools/local_cluster.LocalCluster: a Spark standalone master and two workers, a Spark
+the local cluster (tools/local_cluster.LocalCluster: a Spark standalone master and two workers, a Spark
 Connect server on them, SeaweedFS S3 and a Hive metastore; the destination started with
 `--engine spark --spark-remote ... --catalog-uri ...` and its warehouse on the cluster's bucket), and
 beside it the same steps through the local Apache Spark engine (`--engine spark`, a local directory).
@@ -120,7 +120,7 @@ def _one(args, tmp: Path, p: Plan, target: str, cluster, out: dict, log) -> None
 
 def run_cluster(args, p: Plan, tmp: Path, log) -> dict:
     """The cluster first (started here, stopped at the end), then the local engine alone."""
-    from delta_destination.tools.local_cluster import ClusterOptions, LocalCluster
+    from tools.local_cluster import ClusterOptions, LocalCluster
 
     started = dt.datetime.now(dt.timezone.utc)
     out = {"started": started.isoformat(timespec="seconds"), "loadavg_before": _loadavg(), "nproc": os.cpu_count(),

@@ -1,5 +1,5 @@
 """The object-storage run: the initial load and the 100k upsert into it, on a warehouse in a local
-directory and then on each store's server on loopback (S3: SeaweedFS, delta_destination/tools/s3_server;
+directory and then on each store's server on loopback (S3: SeaweedFS, tools/s3_server;
 Azure: Azurite, tools/azure_server; GCS: fake-gcs-server, tools/gcs_server), back to back, one engine at a
 time; each RPC timed and the server's process tree sampled as in the local run (steps.Bench with one
 engine, no baseline). Each server is given to the destination the way a user would: its standard
@@ -24,9 +24,9 @@ from .rpc import SCHEMA, create_table, write_batch
 from .sampling import tree_cpu
 from .steps import Bench
 from .workloads import Plan
-from delta_destination.tools.azure_server import AzureServer
-from delta_destination.tools.gcs_server import GcsServer
-from delta_destination.tools.s3_server import S3Server
+from tools.azure_server import AzureServer
+from tools.gcs_server import GcsServer
+from tools.s3_server import S3Server
 
 TARGET_S3_RATIO = 1.5
 STORES = {"s3": S3Server, "azure": AzureServer, "gcs": GcsServer}   # the store's name -> its server on loopback
@@ -187,7 +187,7 @@ def section(res: Optional[dict]) -> list[str]:
         return []
     stores = tuple(res.get("stores", ("s3",)))
     engines = list(dict.fromkeys(r["engine"] for r in res["results"]))
-    servers = "; ".join(f"{STORE_TITLES[x]}: {SERVER_NAMES[x]} (delta_destination/tools/{x}_server.py)" for x in stores)
+    servers = "; ".join(f"{STORE_TITLES[x]}: {SERVER_NAMES[x]} (tools/{x}_server.py)" for x in stores)
     lines = [heading(stores), "",
              f"Measured {res['started']} to {res['finished']} at scale {res['scale']:g}: the initial load "
              f"({_rows(res, 'initial_load')} rows, one WriteBatch) "

@@ -101,7 +101,7 @@ class local_cluster:
         self.work = work
 
     def __enter__(self):
-        from delta_destination.tools.local_cluster import ClusterOptions, LocalCluster
+        from tools.local_cluster import ClusterOptions, LocalCluster
 
         self.cluster = LocalCluster(self.work / "cluster", ClusterOptions())
         self.cluster.start()

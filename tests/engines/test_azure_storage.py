@@ -1,5 +1,5 @@
 """The warehouse on Azure Storage, against a real Azure Storage API server (Azurite,
-delta_destination/tools/azure_server.py) on the embedded Sail engine: the core driven in-process
+tools/azure_server.py) on the embedded Sail engine: the core driven in-process
 (as tests/engines/test_object_storage.py does on S3), tables read back by delta-rs, and the
 container listed afterwards: nothing may remain outside the tables (no staged batch, probe, trash,
 half-written copy or marker blob).

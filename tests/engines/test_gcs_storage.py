@@ -1,5 +1,5 @@
 """The warehouse on Google Cloud Storage, against a GCS API server (fake-gcs-server from PyPI's wheel,
-delta_destination/tools/gcs_server.py): the core driven in-process on the session's Apache Spark JVM
+tools/gcs_server.py): the core driven in-process on the session's Apache Spark JVM
 (the GCS connector from .spark-jars), tables read back by delta-rs, and the bucket listed afterwards:
 nothing may remain outside the tables (no staged batch, probe, trash, half-written copy or folder
 marker object).

@@ -1,5 +1,5 @@
 """The warehouse on object storage, against a real S3 server (SeaweedFS,
-delta_destination/tools/s3_server.py), on both engines: the core driven in-process (as
+tools/s3_server.py), on both engines: the core driven in-process (as
 tests/engines/test_core_library.py does on a directory), tables read back by delta-rs from S3, and the
 bucket listed afterwards: nothing may remain outside the tables (no staged batch, probe, trash or
 half-written copy).

@@ -1,4 +1,4 @@
-"""The doors and commands of a user on a real S3 warehouse (SeaweedFS, delta_destination/tools/s3_server.py):
+"""The doors and commands of a user on a real S3 warehouse (SeaweedFS, tools/s3_server.py):
 real processes, tables read back with delta-rs, no mocks.
 
 - Airbyte: one `write` on both engines, the bucket's settings as the config's `s3_*` keys and

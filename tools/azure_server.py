@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from delta_destination.tools.emulator import EmulatorProcess, free_port
+from tools.emulator import EmulatorProcess, free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONTAINER = "warehouse"
 
 

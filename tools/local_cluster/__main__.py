@@ -1,4 +1,4 @@
-"""`python -m delta_destination.tools.local_cluster start|stop|status [--state-dir DIR]`: what `make
+"""`python -m tools.local_cluster start|stop|status [--state-dir DIR]`: what `make
 cluster`, `make cluster-stop` and `make cluster-status` run (`serve` is the supervisor `start` leaves
 behind)."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .supervisor import cmd_start, cmd_status, cmd_stop, serve
 
 
 def main(argv: Optional[Iterable[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m delta_destination.tools.local_cluster",
+    parser = argparse.ArgumentParser(prog="python -m tools.local_cluster",
                                      description=PACKAGE_DOC.split("\n")[0])
     parser.add_argument("command", choices=["start", "stop", "status", "serve"])
     parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)

@@ -43,7 +43,7 @@ import threading
 from pathlib import Path
 from typing import Iterator, Optional
 
-from delta_destination.tools.emulator import EmulatorProcess
+from tools.emulator import EmulatorProcess
 
 REGION = "us-east-1"
 DEFAULT_BUCKET = "warehouse"
@@ -274,7 +274,7 @@ class S3Server(EmulatorProcess):
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """`python -m delta_destination.tools.s3_server [--bucket B]`: a server for manual runs until Ctrl-C.
+    """`python -m tools.s3_server [--bucket B]`: a server for manual runs until Ctrl-C.
     The credentials go to a 0600 file in the server's private folder, to `source`."""
     import argparse
 

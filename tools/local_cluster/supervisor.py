@@ -109,7 +109,7 @@ def _start_locked(state_dir: Path, options: ClusterOptions) -> int:
     for name in ("ready", "failed", "pids", "env", SUPERVISOR_LOG):
         (state_dir / name).unlink(missing_ok=True)
     began = time.monotonic()
-    argv = [sys.executable, "-m", "delta_destination.tools.local_cluster", "serve", "--state-dir", str(state_dir), "--storage", options.storage]
+    argv = [sys.executable, "-m", "tools.local_cluster", "serve", "--state-dir", str(state_dir), "--storage", options.storage]
     with open(state_dir / SUPERVISOR_LOG, "ab") as log:
         sup = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)

@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from delta_destination.tools.emulator import EmulatorProcess, free_port
+from tools.emulator import EmulatorProcess, free_port
 
 DEFAULT_BUCKET = "lake"
 

@@ -21,7 +21,7 @@ itself would resolve for 4.0.1 (jvm/hive-client/pom.xml), so nothing is download
 Each run starts fresh: the state directory (default `.cluster/`, private to its owner) is
 emptied first, because the S3 server's data and the Derby database live only as long as the
 cluster. `.cluster/env` (0600) holds the connection facts as shell assignments, `.cluster/pids`
-every process started, by name. `python -m delta_destination.tools.local_cluster start|stop|status`
+every process started, by name. `python -m tools.local_cluster start|stop|status`
 is what the Makefile calls: `start` leaves a supervisor process behind that owns the cluster (the S3 server
 and the JVMs die with it, PR_SET_PDEATHSIG), `stop` stops every recorded PID (TERM, then KILL,
 a whole process group each: the workers' executors included) and checks that none is left.
