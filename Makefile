@@ -94,10 +94,12 @@ $(PROTO_OUT)/destination_sdk_pb2.py: proto/common.proto proto/destination_sdk.pr
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$(PROTO_OUT) --pyi_out=$(PROTO_OUT) \
 		--grpc_python_out=$(PROTO_OUT) proto/common.proto proto/destination_sdk.proto
 
-# Conduit connector stubs: generated from proto/conduit by grpcio-tools, never edited by hand.
-$(CONDUIT_PROTO_OUT)/.generated: $(CONDUIT_PROTOS) $(STAMP)
+# Conduit connector stubs: generated from proto/conduit by grpcio-tools, never edited by hand; their imports of
+# each other are made package-relative right after (buildkit/proto_imports.py), so no folder goes on sys.path.
+$(CONDUIT_PROTO_OUT)/.generated: $(CONDUIT_PROTOS) buildkit/proto_imports.py $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto/conduit --python_out=$(CONDUIT_PROTO_OUT) --pyi_out=$(CONDUIT_PROTO_OUT) \
 		--grpc_python_out=$(CONDUIT_PROTO_OUT) $(patsubst proto/conduit/%,%,$(CONDUIT_PROTOS))
+	$(BIN)/python -m buildkit.proto_imports $(CONDUIT_PROTO_OUT)
 	touch $@
 
 # The real Conduit, for the slow end-to-end tests (cached in .tools/, reused when present).

@@ -184,7 +184,7 @@ def test_make_run_on_s3_serves_and_passes_the_tester_client(tmp_path, s3_server,
                                                      f"WAREHOUSE={warehouse}"])
     try:
         client = subprocess.run(
-            [sys.executable, "scripts/tester_client.py", "--port", str(server.port), "--warehouse", warehouse,
+            [sys.executable, "-m", "testkit.tester", "--port", str(server.port), "--warehouse", warehouse,
              "--input", str(TESTER_INPUTS / "input.json"), "--schema", "tester"],
             cwd=ROOT, capture_output=True, text=True, timeout=1200, env={**without_aws(), **env})
         assert client.returncode == 0, client.stdout[-4000:] + client.stderr[-2000:]

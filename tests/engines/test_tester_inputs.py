@@ -1,6 +1,6 @@
 """The destination against Fivetran's public tester input files.
 
-Each input file is run by scripts/tester_client.py the way Fivetran's destination
+Each input file is run by `python -m testkit.tester` the way Fivetran's destination
 tester runs it (encrypted, zstd-compressed CSV batch files with shuffled headers
 and random NULL/unmodified markers), into its own schema; the client compares
 DescribeTable with the expected schema and the Delta tables read back from disk
