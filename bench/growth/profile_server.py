@@ -1,6 +1,6 @@
 """The destination server with pyinstrument around WriteBatch / WriteHistoryBatch / Truncate.
 
-Started by bench/profiles.py for the "Profiles" section (same arguments as
+Started by bench/growth/profiles.py for the "Profiles" section (same arguments as
 `python -m delta_destination.doors.fivetran.main`).  gRPC handlers run on pool threads and pyinstrument
 samples the thread that starts it, so each call is profiled from inside its
 handler; waiting on the embedded Sail engine shows up as time in the Spark

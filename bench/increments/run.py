@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.increments --sizes 1M,3M --engines auto --baseline-commit 87311fd
 
 For each engine setting (`auto`: the server as `make run` starts it, no engine flag; `spark`: with
-`--engine spark`), one server and one 20-column table (bench/data.py's wide table, LONG key `id`),
+`--engine spark`), one server and one 20-column table (bench/common/data.py's wide table, LONG key `id`),
 grown by 1M-row WriteBatch requests of new keys to each of `--sizes`; at each size, one request at a
 time, `--repeat` (5) requests of each kind:
 
@@ -17,9 +17,9 @@ files added, bytes added (the sum of add.size, as the log says it), bytes writte
 deletion vectors: a file re-added with a deletion vector is not written again), rows copied
 (numTargetRowsCopied), deletion vectors added, the engine that wrote it (commitInfo.engineInfo).
 Write amplification = bytes written / the Arrow bytes of the batch. The floor: the same batches applied
-by delta-rs alone (bench/baseline.py: cryptography, zstandard, pyarrow.csv, one `DeltaTable.merge`) on
+by delta-rs alone (bench/common/baseline.py: cryptography, zstandard, pyarrow.csv, one `DeltaTable.merge`) on
 a copy of the table taken before the increments. Memory: the PSS of the server's process tree
-(bench/process_memory.py), peak per size.
+(bench/common/process_memory.py), peak per size.
 
 `--baseline-commit SHA` runs the same workload, same batches, against another checkout too (a detached
 `git worktree` at /work/wt-<sha>, the server on PYTHONPATH=that checkout, this venv), so before and
@@ -47,16 +47,16 @@ from delta_destination.core.model import TableSchema
 from testkit.bench_keys import keyed_rng
 from testkit.server_process import ROOT, RunningServer
 
-from . import data as bd
-from . import rpc
-from .baseline import Baseline, BaselineFailed, BaselineProc, file_refs
-from .process_memory import MIB, MemorySampler
-from .soak_measures import percentile
+from ..common import data as bd
+from ..common import rpc
+from ..common.baseline import Baseline, BaselineFailed, BaselineProc, file_refs
+from ..common.process_memory import MIB, MemorySampler
+from ..common.door_measures import percentile
 
 DOCS = ROOT / "docs"
 RESULTS = DOCS / "increments-results.json"
 TABLE = TableSchema("increments", bd.WIDE.columns)
-FLOOR_TABLE = "wide"           # the same columns, as bench/baseline.py knows them
+FLOOR_TABLE = "wide"           # the same columns, as bench/common/baseline.py knows them
 GROW_ROWS = 1_000_000
 SEED = 35
 KINDS = ("uniform", "recent", "partial")
@@ -397,7 +397,7 @@ def section(results: list[dict]) -> list[str]:
             "(numTargetRowsCopied), MiB added (the log's add.size sum: a file re-added with a deletion vector counts "
             "its whole size), KiB written (new data files + deletion vectors) and DVs come from the request's commits "
             "in the Delta log (medians); write amplification = bytes written / the batch's Arrow bytes. delta-rs p50: "
-            "the same batches by `DeltaTable.merge` alone on a copy of the table (bench/baseline.py). Peak: the "
+            "the same batches by `DeltaTable.merge` alone on a copy of the table (bench/common/baseline.py). Peak: the "
             "server's process-tree PSS during that size. Load: the machine's 1-minute load average before and after "
             "that size's requests. `new` and `old` ran the same batches on the same machine "
             "in one session (the old server from a worktree of that commit on PYTHONPATH). The machine is shared "
@@ -406,7 +406,7 @@ def section(results: list[dict]) -> list[str]:
 
 
 def save(results: list[dict]) -> None:
-    from .report_sections import splice
+    from ..common.report_sections import splice
 
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
     mine = {(r["code_label"], r["engine"]) for r in results}

@@ -9,9 +9,9 @@ from typing import Callable
 
 import numpy as np
 
-from . import data as bd
-from .baseline import file_refs
-from .rpc import create_table, describe_table, soft_truncate, write_batch, write_history_batch
+from ..common import data as bd
+from ..common.baseline import file_refs
+from ..common.rpc import create_table, describe_table, soft_truncate, write_batch, write_history_batch
 from .steps import Bench
 from testkit.bench_keys import DISTRIBUTIONS, sample_recent, sample_uniform, shuffled
 

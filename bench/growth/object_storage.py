@@ -18,9 +18,9 @@ from typing import Optional
 
 import psutil
 
-from . import data as bd
+from ..common import data as bd
 from .results import gb, rate, ratio, seconds
-from .rpc import SCHEMA, create_table, write_batch
+from ..common.rpc import SCHEMA, create_table, write_batch
 from .sampling import tree_cpu
 from .steps import Bench
 from .workloads import Plan

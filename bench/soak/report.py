@@ -7,8 +7,8 @@ from testkit.server_process import ROOT
 
 from delta_destination.settings import DEFAULT_ENGINE_MAX_MEMORY_MB, DEFAULT_ENGINE_MEMORY_HEADROOM_MB
 
-from .report_sections import splice
-from .soak_measures import replacements_per_1000
+from ..common.report_sections import splice
+from ..common.door_measures import replacements_per_1000
 
 DOCS = ROOT / "docs"
 HEADING = "## Soak: thousands of small batches on one process (memory, latency, restarts)"

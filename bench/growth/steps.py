@@ -19,9 +19,9 @@ from typing import Callable, Optional
 
 import psutil
 
-from .baseline import BaselineProc
+from ..common.baseline import BaselineProc
 from .results import GB, gb, short
-from .rpc import SCHEMA, RpcFailed
+from ..common.rpc import SCHEMA, RpcFailed
 from .sampling import Sampler, tree_cpu, tree_cpu_by_name, tree_names, tree_rss
 from testkit.server_process import RunningServer
 

@@ -1,5 +1,5 @@
-"""What the soak runs measure, shared by the doors' runs (bench/soak.py: Fivetran; bench/soak_doors.py:
-Airbyte and Conduit) and bench/sync.py: latency percentiles, the door's metrics endpoint (engine
+"""What the soak runs measure, shared by the doors' runs (bench/soak/run.py: Fivetran; bench/soak/doors.py:
+Airbyte and Conduit) and bench/sync/run.py: latency percentiles, the door's metrics endpoint (engine
 restarts by cause), and the memory figures a run is judged on."""
 from __future__ import annotations
 

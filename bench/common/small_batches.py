@@ -1,5 +1,5 @@
 """What Fivetran mostly sends: many tables, each getting small batches of upserts, partial updates
-and deletes. Shared by the soak (bench/soak.py) and the sync benchmark.
+and deletes. Shared by the soak (bench/soak/run.py) and the sync benchmark.
 
 Each table has its own batch writer (own seed, own folder: tables are written from several
 threads) and its own place in one reference model (testkit/tester), which applies every batch

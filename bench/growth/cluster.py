@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from . import data as bd
+from ..common import data as bd
 from .results import gb, rate, seconds
-from .rpc import SCHEMA, create_table, describe_table, write_batch
+from ..common.rpc import SCHEMA, create_table, describe_table, write_batch
 from .sampling import tree_rss
 from .steps import Bench
 from .workloads import Plan

@@ -1,4 +1,4 @@
-"""The soak through the other doors (bench/soak.py runs them): one long Airbyte `write` whose records
+"""The soak through the other doors (bench/soak/run.py runs them): one long Airbyte `write` whose records
 are each followed by a STATE (a commit each), the real Conduit running a generator pipeline
 into the connector, and a backlog offered to the connector as fast as gRPC takes it (through the
 plugin handshake, as testkit/conduit_host.py plays Conduit: the real Conduit's generator sends ~5
@@ -20,8 +20,8 @@ from testkit.conduit_pipeline import Conduit, conduit_binary, replay_oracle
 from testkit.delta_read import delta_version, read_delta_table
 from testkit.server_process import ROOT, free_port
 
-from .process_memory import MemorySampler
-from .soak_measures import latency_summary, memory_summary, restarts, scrape
+from ..common.process_memory import MemorySampler
+from ..common.door_measures import latency_summary, memory_summary, restarts, scrape
 
 AIRBYTE = [sys.executable, "-m", "delta_destination.doors.airbyte.main"]
 PROPERTIES = {"id": {"type": "integer"}, "name": {"type": "string"}, "qty": {"type": "integer"},

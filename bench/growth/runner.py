@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from . import data as bd
+from ..common import data as bd
 from .cluster import run_cluster
 from .object_storage import run_object_storage
 from .profiles import run_profiles

@@ -1,5 +1,5 @@
 """The benchmark's calls to the destination, as Fivetran makes them; every call carries its step's
-label as `bench-label` gRPC metadata (bench/profile_server.py names its profiles by it)."""
+label as `bench-label` gRPC metadata (bench/growth/profile_server.py names its profiles by it)."""
 from __future__ import annotations
 
 from typing import Optional

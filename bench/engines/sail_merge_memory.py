@@ -17,10 +17,10 @@ Observed on Sail 0.7.2 (default settings): peak RSS grows linearly with the targ
 (see docs/sail-merge-memory.md for the numbers); at 3M rows the process passes 8 GB.
 
 Usage:
-  python -m bench.sail_merge_memory 300000 1000000           # one child process per N
-  python -m bench.sail_merge_memory --keys recent 1000000    # updated keys among the newest
-  python -m bench.sail_merge_memory --range 1000000          # adds `AND t.id BETWEEN lo AND hi`
-  python -m bench.sail_merge_memory --explain 300000         # prints EXPLAIN of the MERGE
+  python -m bench.engines.sail_merge_memory 300000 1000000           # one child process per N
+  python -m bench.engines.sail_merge_memory --keys recent 1000000    # updated keys among the newest
+  python -m bench.engines.sail_merge_memory --range 1000000          # adds `AND t.id BETWEEN lo AND hi`
+  python -m bench.engines.sail_merge_memory --explain 300000         # prints EXPLAIN of the MERGE
 Options: --keys uniform|recent (default uniform), --file-rows R (rows per Parquet file,
 default 100000), --range, --explain, --mode merge|probe|overwrite (probe = only the join SELECT;
 overwrite = INSERT OVERWRITE of a FULL OUTER JOIN with the batch on the left),

@@ -41,9 +41,9 @@ import psutil
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from testkit.server_process import ROOT, RunningServer, free_port
 
-from .process_memory import MemorySampler
-from .soak_measures import latency_summary, memory_summary, replacements_per_1000, restarts, scrape
-from .small_batches import Shape, SmallBatches
+from ..common.process_memory import MemorySampler
+from ..common.door_measures import latency_summary, memory_summary, replacements_per_1000, restarts, scrape
+from ..common.small_batches import Shape, SmallBatches
 
 DOCS = ROOT / "docs"
 RESULTS = DOCS / "soak-results.json"
@@ -227,12 +227,12 @@ def main(argv=None) -> int:
         results.append(FivetranSoak(work / "new", args.tables, args.rounds, args.in_flight, shape, label=label).run())
         print_result(results[-1])
     if "airbyte" in doors:
-        from .soak_doors import airbyte_soak
+        from .doors import airbyte_soak
 
         results.append(airbyte_soak(work / "airbyte", args.tables, args.airbyte_rounds))
         print_result(results[-1])
     if "conduit" in doors:
-        from .soak_doors import conduit_backlog_soak, conduit_soak
+        from .doors import conduit_backlog_soak, conduit_soak
 
         soak = conduit_backlog_soak if args.backlog else conduit_soak
         label = args.label or (f"{args.records:,}-record backlog" if args.backlog else "generator pipeline")
@@ -246,7 +246,7 @@ def main(argv=None) -> int:
     if not args.no_save:
         for r in results:
             save(r)
-        from .soak_report import write_section
+        from .report import write_section
 
         write_section(json.loads(RESULTS.read_text()))
     failed = [r for r in results if r["failed_requests"] or not r["tables_equal_to_model"]]

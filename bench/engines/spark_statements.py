@@ -1,9 +1,9 @@
 """What a small request costs on the Apache Spark engine: each engine statement it sends, timed.
 
-    .venv/bin/python -m bench.spark_statements                       # the local Spark engine, as --engine spark
-    .venv/bin/python -m bench.spark_statements --remote sc://h:15002 # a Spark Connect server
-    .venv/bin/python -m bench.spark_statements --conf spark.sql.codegen.wholeStage=false ...
-    .venv/bin/python -m bench.spark_statements --engine auto         # the default engine (Sail here)
+    .venv/bin/python -m bench.engines.spark_statements                       # the local Spark engine, as --engine spark
+    .venv/bin/python -m bench.engines.spark_statements --remote sc://h:15002 # a Spark Connect server
+    .venv/bin/python -m bench.engines.spark_statements --conf spark.sql.codegen.wholeStage=false ...
+    .venv/bin/python -m bench.engines.spark_statements --engine auto         # the default engine (Sail here)
 
 The core runs in this process against the engine (warmed up by one round first); for each kind of
 request (CreateTable, DescribeTable, WriteBatch of `rows` changes into a table of `table_rows`) it

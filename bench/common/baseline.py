@@ -1,6 +1,6 @@
 """The bare baseline: the same batch files applied with no gRPC and no Spark.
 
-Each file is read with the bare libraries (`cryptography` and `zstandard` as bench/floor.py does,
+Each file is read with the bare libraries (`cryptography` and `zstandard` as bench/common/floor.py does,
 `pyarrow.csv` on its own threads with the table's types, `pyarrow.compute` for unmodified markers:
 nothing of the destination's reader, whose cost shows as a step of the server's profile), then delta-rs
 (`deltalake`) writes or merges into a separate Delta table:
@@ -18,7 +18,7 @@ nothing of the destination's reader, whose cost shows as a step of the server's 
 
 It runs in its own process (so its peak RSS can be sampled like the server's,
 and so delta-rs's occasional abort at interpreter exit cannot hurt the driver),
-driven over a multiprocessing pipe by bench/runner.py through `BaselineProc`.
+driven over a multiprocessing pipe by bench/growth/runner.py through `BaselineProc`.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@
 Many tables (40), each DescribeTable, CreateTable and an initial load (2,000 rows), then rounds (3) of
 DescribeTable + one WriteBatch (100 upserts of which half new keys, 20 partial updates, 5 deletes),
 `in_flight` (4) requests at a time, one table never written by two at once. The same requests are then
-applied by the floor (bench/floor.py: the bare libraries, on as many threads) to tables of its own,
+applied by the floor (bench/common/floor.py: the bare libraries, on as many threads) to tables of its own,
 which every destination table must equal (and the reference model too). Deployments:
 
 - default: `make run` (engine auto: the embedded engine for all of it);
@@ -37,10 +37,10 @@ from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from testkit.delta_read import read_delta_table
 from testkit.server_process import ROOT, RunningServer
 
-from . import floor
-from .report_sections import splice
-from .small_batches import Shape, SmallBatches
-from .soak_measures import latency_summary
+from ..common import floor
+from ..common.report_sections import splice
+from ..common.small_batches import Shape, SmallBatches
+from ..common.door_measures import latency_summary
 
 DOCS = ROOT / "docs"
 RESULTS = DOCS / "sync-results.json"
@@ -208,7 +208,7 @@ def section(results: list[dict]) -> list[str]:
            "40 tables, each DescribeTable, CreateTable and an initial load of 2,000 rows, then 3 rounds of DescribeTable + "
            "one WriteBatch (100 upserts of which half new keys, 20 partial updates, 5 deletes), 4 requests in flight; "
            "the floor applies the same encrypted zstd files with the bare libraries (cryptography, zstandard, "
-           "pyarrow.csv, delta-rs: bench/floor.py) on 4 threads. Every table equals the floor's table and the "
+           "pyarrow.csv, delta-rs: bench/common/floor.py) on 4 threads. Every table equals the floor's table and the "
            "reference model. `python -m bench.sync` (make bench-sync).", "",
            "| deployment | date | whole sync | floor | ratio | WriteBatch p50 / p95 | DescribeTable p50 / p95 | "
            "CreateTable p50 | failed | tables equal |", "|---|---|---:|---:|---:|---|---|---:|---:|---|"]

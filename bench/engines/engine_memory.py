@@ -1,7 +1,7 @@
 """Where a long-running destination's memory goes, per statement and per commit.
 
-    .venv/bin/python -m bench.engine_memory sail      # a process running only Sail: KiB kept per statement kind
-    .venv/bin/python -m bench.engine_memory door      # the door's own Python objects (tracemalloc) over many commits
+    .venv/bin/python -m bench.engines.engine_memory sail      # a process running only Sail: KiB kept per statement kind
+    .venv/bin/python -m bench.engines.engine_memory door      # the door's own Python objects (tracemalloc) over many commits
 
 `sail` starts Sail's Spark Connect server alone in a child process (nothing of the destination in
 it) and runs N statements of one kind at a time from a Spark Connect client, reading the server's

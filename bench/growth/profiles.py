@@ -1,5 +1,5 @@
 """The benchmark's profiles: the initial load and the upsert again on an embedded-Sail server with
-pyinstrument inside its handlers (bench/profile_server.py), summed into phases.
+pyinstrument inside its handlers (bench/growth/profile_server.py), summed into phases.
 
 The Spark engine's time is in its JVM, which pyinstrument cannot see, so only Sail is profiled.
 The phases name functions of delta_destination (and of the Spark Connect client): when the package
@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import data as bd
-from .rpc import RpcFailed, create_table, write_batch
+from ..common import data as bd
+from ..common.rpc import RpcFailed, create_table, write_batch
 from testkit.server_process import RunningServer
 
 
@@ -113,7 +113,7 @@ def run_profiles(tmp: Path, f: dict, log: Callable[[str], None]) -> dict:
     out_dir = tmp / "profiles"
     log("profiling: sail server under pyinstrument (initial load, upsert)")
     srv = RunningServer(tmp / "warehouse-profile", tmp / "server-profile.log", engine="sail", ready_timeout=300,
-                        command=[sys.executable, "-m", "bench.profile_server"],
+                        command=[sys.executable, "-m", "bench.growth.profile_server"],
                         env={"BENCH_PROFILE_DIR": str(out_dir)})
     prof = {}
     try:

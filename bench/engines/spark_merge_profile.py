@@ -18,9 +18,9 @@ What it does:
 The first MERGE of a fresh JVM is slower (class loading, JIT): compare the later ones.
 
 Usage (from the repository root, after `make install`):
-  .venv/bin/python -m bench.spark_merge_profile --rows 1000000
-  .venv/bin/python -m bench.spark_merge_profile --conf spark.databricks.delta.merge.materializeSource=none
-  DELTA_DESTINATION_SPARK_DRIVER_MEMORY=4g .venv/bin/python -m bench.spark_merge_profile
+  .venv/bin/python -m bench.engines.spark_merge_profile --rows 1000000
+  .venv/bin/python -m bench.engines.spark_merge_profile --conf spark.databricks.delta.merge.materializeSource=none
+  DELTA_DESTINATION_SPARK_DRIVER_MEMORY=4g .venv/bin/python -m bench.engines.spark_merge_profile
 Results: docs/performance-analysis.md ("Apache Spark: where an upsert's time goes").
 """
 from __future__ import annotations
