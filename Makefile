@@ -89,10 +89,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# Generated gRPC stubs: produced from proto/ by grpcio-tools, never edited by hand.
-$(PROTO_OUT)/destination_sdk_pb2.py: proto/common.proto proto/destination_sdk.proto $(STAMP)
+# Generated gRPC stubs: produced from proto/ by grpcio-tools, never edited by hand; their imports of each other
+# are made package-relative right after (buildkit/proto_imports.py).
+$(PROTO_OUT)/destination_sdk_pb2.py: proto/common.proto proto/destination_sdk.proto buildkit/proto_imports.py $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$(PROTO_OUT) --pyi_out=$(PROTO_OUT) \
 		--grpc_python_out=$(PROTO_OUT) proto/common.proto proto/destination_sdk.proto
+	$(BIN)/python -m buildkit.proto_imports $(PROTO_OUT)
 
 # Conduit connector stubs: generated from proto/conduit by grpcio-tools, never edited by hand; their imports of
 # each other are made package-relative right after (buildkit/proto_imports.py), so no folder goes on sys.path.

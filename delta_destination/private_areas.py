@@ -24,13 +24,10 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional, Protocol
 
 from .processes import pid_alive
-from .storage import Entry, canonical
-
-if TYPE_CHECKING:
-    from .warehouse import Warehouse
+from .storage import Entry, Storage, canonical
 
 STAGING_DIR = "_fivetran_staging"
 TRASH_DIR = "_fivetran_trash"
@@ -69,11 +66,28 @@ def _token() -> str:
     return f"{owner_id()}-{uuid.uuid4().hex}"
 
 
+class WarehouseLike(Protocol):
+    """What the private areas need of their warehouse (warehouse.Warehouse), which holds them."""
+
+    root: str
+
+    @property
+    def storage(self) -> Storage: ...
+
+    @property
+    def can_list(self) -> bool: ...
+
+    @property
+    def is_local(self) -> bool: ...
+
+    def join(self, *parts: str) -> str: ...
+
+
 @dataclass(frozen=True)
 class PrivateAreas:
     """The private areas of one warehouse (`Warehouse.private_areas`)."""
 
-    warehouse: "Warehouse"
+    warehouse: WarehouseLike
 
     def new_staging_location(self) -> str:
         return self.warehouse.join(STAGING_DIR, _token())
