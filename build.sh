@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fivetran's build pipeline runs this before PyInstaller (`pyinstaller --onefile main.py`).
 # 1. the Python gRPC stubs from the SDK's protos, into delta_destination/doors/fivetran/_proto
-#    (installing grpcio-tools first when the current Python lacks it). The protos are
+#    (installing grpcio-tools first when the current Python lacks it), importing each other
+#    package-relatively (buildkit/proto_imports.py). The protos are
 #    committed copies of the SDK's (proto/): the build has no internet access to fetch them.
 # 2. the package data files PyInstaller cannot find by following imports, embedded as a
 #    Python module (delta_destination/frozen); this needs requirements.txt installed, so it
@@ -17,6 +18,7 @@ if ! "$PYTHON" -c "import grpc_tools.protoc" >/dev/null 2>&1; then
 fi
 "$PYTHON" -m grpc_tools.protoc -Iproto --python_out="$OUT" --pyi_out="$OUT" --grpc_python_out="$OUT" \
     proto/common.proto proto/destination_sdk.proto
+"$PYTHON" -m buildkit.proto_imports "$OUT"   # their imports of each other, package-relative
 echo "generated gRPC stubs in $OUT"
 
 if ! "$PYTHON" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('pyspark') is None)"; then

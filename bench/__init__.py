@@ -1,13 +1,13 @@
-"""The project's benchmarks and measurements, run as modules from the repository root; results go to
-docs/. Test kits they share with the tests come from testkit/.
+"""The project's benchmarks and measurements, run as modules from the repository root, grouped by
+what they measure; results go to docs/. Test kits they share with the tests come from testkit/.
 
-    .venv/bin/python -m bench                        # make bench (--cluster: make bench-cluster); __main__.py
+    .venv/bin/python -m bench                        # make bench (--cluster: make bench-cluster); growth/
     .venv/bin/python -m bench.soak                   # make bench-soak: long-running doors, many small batches
-    .venv/bin/python -m bench.engine_memory sail     # where a long-running destination's memory goes
-    .venv/bin/python -m bench.sail_merge_memory N    # Sail MERGE memory vs target size (reproduction)
-    .venv/bin/python -m bench.spark_merge_profile    # where a keyed upsert's time goes on local Spark
+    .venv/bin/python -m bench.sync                   # make bench-sync: many tables, small batches, per deployment
+    .venv/bin/python -m bench.increments             # make bench-increments: small increments into big tables
+    .venv/bin/python -m bench.engines.engine_memory sail     # where a long-running destination's memory goes
+    .venv/bin/python -m bench.engines.sail_merge_memory N    # Sail MERGE memory vs target size (reproduction)
+    .venv/bin/python -m bench.engines.spark_merge_profile    # where a keyed upsert's time goes on local Spark
 
-The throughput benchmark's parts: runner.py (a whole run), workloads.py, steps.py, data.py, rpc.py,
-baseline.py (bare delta-rs), sampling.py, profiles.py + profile_server.py (pyinstrument), object_storage.py,
-cluster.py, targets.py, results.py, plot.py, report.py; report_sections.py splices one section into
-docs/benchmarks.md (the object-storage, cluster and soak runs)."""
+growth/: the main benchmark's parts; soak/, sync/, increments/: one benchmark each; engines/: experiments
+on one engine; common/: what several share (batch files, calls, baselines, memory, report sections)."""

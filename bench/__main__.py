@@ -11,12 +11,12 @@
     .venv/bin/python -m bench --cluster               # only the cluster run (make bench-cluster), likewise
 
 After the local workloads (whose servers are stopped by then), the object-storage run
-(bench/object_storage.py) measures the initial load and the upsert again on each engine
+(bench/growth/object_storage.py) measures the initial load and the upsert again on each engine
 alone, to a local directory and then to a SeaweedFS S3 server on loopback, back to back;
 `--storage local` skips it, `--storage s3` runs only it and puts its section into the existing
 benchmarks.md (the rest of the file is left as it is) with its figures in object-storage-results.json;
 `--storage s3,azure,gcs` (any of them) does the same on each store's emulator, in a section of its own.
-`--cluster` (bench/cluster.py) starts the local cluster (delta_destination/tools/local_cluster) and measures the
+`--cluster` (bench/growth/cluster.py) starts the local cluster (tools/local_cluster) and measures the
 100k upsert into a 1M-row and a 10M-row table through it and through the local Spark engine; its
 section goes into the existing benchmarks.md the same way (figures in cluster-results.json).
 
@@ -27,12 +27,12 @@ then on a local Spark JVM the server starts when needed; which engine served eac
 server's log and reported. `sail` and `spark` are the engines named explicitly (--engine E).
 
 Workload files are generated once per (seed, scale) under bench-data/ (encrypted
-zstd CSV in Fivetran's conventions, see bench/data.py) and reused.  Each
+zstd CSV in Fivetran's conventions, see bench/common/data.py) and reused.  Each
 engine gets its own server subprocess (`python -m delta_destination.doors.fivetran.main
 [--engine E]`) on a free port with its own temporary warehouse; the RSS and CPU of
 its process tree (for Spark, and for auto while it keeps one: the server plus the Spark Connect
 JVM it starts) are sampled every 0.1 s and each RPC is timed.  Every step runs on each engine in
-turn, then ONCE on the baseline (bench/baseline.py), which applies the
+turn, then ONCE on the baseline (bench/common/baseline.py), which applies the
 identical files with the destination's batch-file reader + delta-rs in a separate
 worker process, sampled the same way.  A full run (scale 1, all workloads, every
 engine) writes docs/benchmarks.md, docs/bench-results.json and
@@ -52,15 +52,15 @@ from pathlib import Path
 
 from testkit.server_process import ROOT
 
-from .cluster import section as cluster_section
-from .object_storage import STORES, results_name, section
-from .object_storage import targets as object_storage_targets
-from .plot import plot
-from .report import write_report
-from .report_sections import splice
-from .runner import DATA_ROOT, run
-from .targets import evaluate_targets
-from .workloads import WORKLOADS
+from .growth.cluster import section as cluster_section
+from .growth.object_storage import STORES, results_name, section
+from .growth.object_storage import targets as object_storage_targets
+from .growth.plot import plot
+from .growth.report import write_report
+from .common.report_sections import splice
+from .growth.runner import DATA_ROOT, run
+from .growth.targets import evaluate_targets
+from .growth.workloads import WORKLOADS
 
 DOCS = ROOT / "docs"
 ENGINE_CHOICES = ("auto", "sail", "spark")  # auto: the default (its server has no --engine flag)

@@ -1,5 +1,5 @@
-"""The benchmark's keys: which rows each workload's files touch (bench/data.py writes the
-files, bench/workloads.py picks the keys). Every draw is derived from the seed and the name of
+"""The benchmark's keys: which rows each workload's files touch (bench/common/data.py writes the
+files, bench/growth/workloads.py picks the keys). Every draw is derived from the seed and the name of
 the draw alone, so a cached workload can be regenerated identically and the draws tested exactly.
 """
 from __future__ import annotations

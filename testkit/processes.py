@@ -3,7 +3,7 @@ is, the processes below one (a process tree, its Spark JVMs, its Sail engines), 
 process tree (PSS by role) and the peak of a cluster's process trees.
 
 The process-group and process-tree helpers the local cluster tool needs live with the tool
-(delta_destination/tools/local_cluster/processes.py, which cannot import the test kit); they are
+(tools/local_cluster/processes.py, which cannot import the test kit); they are
 re-exported here, so that tests take every process helper from this one module."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 import psutil
 
-from delta_destination.tools.local_cluster.processes import (process_tree, processes_mentioning, running, stop_group,
+from tools.local_cluster.processes import (process_tree, processes_mentioning, running, stop_group,
                                                              tree_rss)
 from testkit.polling import Poller
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from typing import Callable, Iterable
 
-from delta_destination.warehouse import PROBE_PREFIX, owner_id
+from delta_destination.private_areas import PROBE_PREFIX, owner_id
 
 Plant = Callable[[str, bytes, bool], None]
 DEAD_PID = 999999999

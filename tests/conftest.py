@@ -146,12 +146,12 @@ def engine(request):
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
-    """A local Spark cluster with S3 and a Hive metastore (delta_destination/tools/local_cluster), started in this
+    """A local Spark cluster with S3 and a Hive metastore (tools/local_cluster), started in this
     process on first use and stopped at the end (test_cluster_infra's last test stops it itself)."""
     import json
     import time
 
-    from delta_destination.tools.local_cluster import ClusterOptions, LocalCluster
+    from tools.local_cluster import ClusterOptions, LocalCluster
     from testkit.processes import PeakMemory
 
     began = time.monotonic()
@@ -263,11 +263,11 @@ def door_process(shared_spark):
 
 @pytest.fixture(scope="session")
 def s3_server():
-    """One real S3 server (SeaweedFS, delta_destination/tools/s3_server.py) for the session; tests use their own
+    """One real S3 server (SeaweedFS, tools/s3_server.py) for the session; tests use their own
     prefixes of its bucket. Its credentials are the server's own, passed explicitly (settings,
     a process's environment), never put in this process's environment."""
     from testkit.delta_read import register_storage
-    from delta_destination.tools.s3_server import S3Server
+    from tools.s3_server import S3Server
 
     with S3Server() as s3:
         register_storage(s3.url(), s3.storage_options())   # helpers read tables under it with its keys
@@ -276,11 +276,11 @@ def s3_server():
 
 @pytest.fixture(scope="session")
 def azure_server():
-    """One Azurite (delta_destination/tools/azure_server.py, installed by `make azurite`) for the
+    """One Azurite (tools/azure_server.py, installed by `make azurite`) for the
     session, with a random account; tests use their own prefixes of its container. Missing Azurite
     fails the tests (no skip)."""
     from testkit.delta_read import register_storage
-    from delta_destination.tools.azure_server import AzureServer
+    from tools.azure_server import AzureServer
 
     with AzureServer() as az:
         register_storage(az.url(), az.storage_options())
@@ -289,10 +289,10 @@ def azure_server():
 
 @pytest.fixture(scope="session")
 def gcs_server():
-    """One fake-gcs-server (delta_destination/tools/gcs_server.py, from the dev extra's wheel) for the
+    """One fake-gcs-server (tools/gcs_server.py, from the dev extra's wheel) for the
     session; tests use their own prefixes of its bucket. Missing, it fails the tests (no skip)."""
     from testkit.delta_read import register_storage
-    from delta_destination.tools.gcs_server import GcsServer
+    from tools.gcs_server import GcsServer
 
     with GcsServer() as gcs:
         register_storage(gcs.url(), gcs.storage_options())

@@ -25,6 +25,7 @@ from .history import HistoryWriter
 from .migrations import DropTable, MigrationDetails, Migrator
 from .model import TableSchema
 from .probe import probe_warehouse
+from .table_dirs import clean_leftovers
 from .upkeep import Upkeep
 from .compaction import CompactionPolicy, SmallFileCompaction
 
@@ -75,7 +76,7 @@ class DeltaCore:
         """Remove what stopped destination processes left in the warehouse's private areas
         (staged batches, setup probes, dropped tables); returns how many (raises OSError when the
         store cannot be reached)."""
-        return self._registry.warehouse(settings).clean_leftovers()
+        return clean_leftovers(self._registry.warehouse(settings))
 
     def probe(self, settings: Settings) -> Optional[str]:
         """None when a probe table could be written and read back; else a reason the user can act on."""

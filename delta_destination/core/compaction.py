@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .. import logs
-from .delta_log import open_table
+from .delta_log import has_commits, open_table
 
 log = logs.get(__name__)
 
@@ -118,7 +118,7 @@ class SmallFileCompaction:
     def consider(self, ref) -> bool:
         """Compact `ref`'s table when it is due (True: a compaction was committed)."""
         with self.registry.locked(ref):
-            if not ref.warehouse.has_commits(ref.location):
+            if not has_commits(ref.warehouse, ref.location):
                 return False    # dropped meanwhile
             table = open_table(ref.warehouse, ref.location, for_commits=True)
             protocol = table.protocol()

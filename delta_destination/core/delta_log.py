@@ -9,19 +9,40 @@ back to the engine or to "unknown" elsewhere.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import pyarrow as pa
 
-from ..storage import store_for
+from ..storage import Entry, store_for
 from ..warehouse import Warehouse
+
+LOG_DIR = "_delta_log"
+COMMIT_FILE = re.compile(r"^\d{20}\.json$")
+
+
+def commit_entries(warehouse: Warehouse, location: str) -> list[Entry]:
+    """The table's commit files (`_delta_log/<20 digits>.json`), listed through the warehouse's
+    store: the one place that says which of the log's files are commits."""
+    return [e for e in warehouse.storage.list(warehouse.join_location(location, LOG_DIR))
+            if not e.is_dir and COMMIT_FILE.match(e.name)]
+
+
+def has_commits(warehouse: Warehouse, location: str) -> bool:
+    """A Delta table exists once its log holds a commit."""
+    return bool(commit_entries(warehouse, location))
+
+
+def last_commit_time(warehouse: Warehouse, location: str) -> float:
+    """When the table was last written (0 when it has no commits)."""
+    return max((e.mtime for e in commit_entries(warehouse, location)), default=0.0)
 
 
 def delta_version(warehouse: Warehouse, location: str) -> int:
     """The newest commit version in the log, -1 when there is none."""
-    return max((int(e.name[:20]) for e in warehouse.commit_entries(location)), default=-1)
+    return max((int(e.name[:20]) for e in commit_entries(warehouse, location)), default=-1)
 
 
 def _actions(warehouse: Warehouse, location: str, version: int) -> list[dict]:
@@ -43,7 +64,7 @@ def _actions(warehouse: Warehouse, location: str, version: int) -> list[dict]:
 
 def latest_property(warehouse: Warehouse, location: str, key: str) -> Optional[str]:
     """The value of a table property in the newest metaData action of the JSON commits."""
-    versions = sorted((int(e.name[:20]) for e in warehouse.commit_entries(location)), reverse=True)
+    versions = sorted((int(e.name[:20]) for e in commit_entries(warehouse, location)), reverse=True)
     for version in versions:
         meta = metadata_of(warehouse, location, version)
         if meta is not None:
@@ -80,7 +101,7 @@ class PropertyWatch:
         if not self.warehouse.can_list:
             return max(self.ask(), default=None)
         with self._lock:
-            new = sorted(v for v in (int(e.name[:20]) for e in self.warehouse.commit_entries(self.location))
+            new = sorted(v for v in (int(e.name[:20]) for e in commit_entries(self.warehouse, self.location))
                          if v > self.version)
             if new:
                 # Once known, newer commits oldest first (the last metaData wins); the first read goes

@@ -29,7 +29,7 @@ def probe_warehouse(registry, settings: Settings) -> Optional[str]:
             return f"Cannot create the warehouse directory {wh.root}: {exc.strerror}"
         if not os.access(wh.root, os.W_OK | os.X_OK):
             return f"The warehouse directory {wh.root} is not writable by the destination."
-    probe = wh.new_probe_location()
+    probe = wh.private_areas.new_probe_location()
     try:
         with registry.session(settings) as eng:
             try:
@@ -45,7 +45,7 @@ def probe_warehouse(registry, settings: Settings) -> Optional[str]:
         return f"Writing a probe Delta table under {wh.root} failed ({type(exc).__name__})."
     finally:
         try:
-            wh.delete_tree(probe)
+            wh.storage.delete_tree(probe)
         except Exception:  # noqa: BLE001 - a leftover probe is removed at the next start
             pass
 

@@ -19,15 +19,17 @@ from typing import Callable, Iterator, Optional, TypeVar
 from ..engines.router import EngineLease, EngineRouter, EngineSession
 from ..errors import DestinationError, InvalidRequest, TableNotFound
 from ..settings import Settings
-from ..warehouse import Warehouse, name_of_component
+from ..names import name_of_component
+from ..warehouse import Warehouse
 from .. import logs
 from . import metadata
 from .changes import ChangeSet
 from .events import Events, TableOutcome
-from .delta_log import TableSnapshot, commits_keep_metadata, read_snapshot
+from .delta_log import TableSnapshot, commit_entries, commits_keep_metadata, has_commits, read_snapshot
 from .memory import table_size
 from .metastore import Metastore
 from .model import TableSchema
+from .table_dirs import case_twin, table_location
 from .types import column_from_spark, same_storage
 
 log = logs.get(__name__)
@@ -160,7 +162,7 @@ class TableRegistry:
     def locate(self, settings: Settings, schema: str, table: str) -> TableRef:
         self.router.check_warehouse(settings)
         warehouse = self.warehouse(settings)
-        return TableRef(schema, table, warehouse.table_location(schema, table), warehouse)
+        return TableRef(schema, table, table_location(warehouse, schema, table), warehouse)
 
     def table_names(self, settings: Settings, schema: str, prefix: str = "") -> list[str]:
         """Names of the schema's tables (directories holding commits) that start with `prefix`."""
@@ -170,7 +172,7 @@ class TableRegistry:
         out = []
         for entry in wh.storage.list(wh.schema_location(schema)):
             name = name_of_component(entry.name) if entry.is_dir else None
-            if name is not None and name.startswith(prefix) and wh.has_commits(entry.location):
+            if name is not None and name.startswith(prefix) and has_commits(wh, entry.location):
                 out.append(name)
         return sorted(out)
 
@@ -232,7 +234,7 @@ class TableRegistry:
     def check_new_name(self, settings: Settings, ref: TableRef) -> None:
         """Before a table is created under `ref`'s name: refuse a name that differs only in case
         from an existing table of the schema (Spark and most readers would mix them up)."""
-        twin = self.warehouse(settings).case_twin(ref.schema, ref.table)
+        twin = case_twin(self.warehouse(settings), ref.schema, ref.table)
         if twin is not None:
             raise InvalidRequest(
                 f"table {ref.display}: schema {ref.schema!r} already has a table whose name differs from "
@@ -267,7 +269,7 @@ class TableRegistry:
         """A table exists once its log holds a commit (asked of the storage where the destination
         can list it, else of the engine)."""
         if ref.warehouse.can_list:
-            return ref.warehouse.has_commits(ref.location)
+            return has_commits(ref.warehouse, ref.location)
         return eng.has_table(ref.location)
 
     def describe(self, eng: EngineSession, ref: TableRef) -> Optional[TableSchema]:
@@ -276,7 +278,7 @@ class TableRegistry:
         metaData action since (data commits), so most requests ask the engine nothing."""
         if not ref.warehouse.can_list:
             return self._describe_by_engine(eng, ref) if eng.has_table(ref.location) else None
-        stamps = {int(e.name[:20]): e.mtime for e in ref.warehouse.commit_entries(ref.location)}
+        stamps = {int(e.name[:20]): e.mtime for e in commit_entries(ref.warehouse, ref.location)}
         if not stamps:
             return None
         version = max(stamps)

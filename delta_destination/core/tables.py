@@ -21,6 +21,7 @@ from .delta_log import PropertyWatch
 from .registry import TableRegistry, OpenTable, TableRef
 from .model import Column, DataType, TableSchema
 from .notices import notice
+from .table_dirs import remove_failed_create
 from .sql import (altered_values_sql, any_row_sql, column_defs, delete_outside_sql, recast_select_sql, rewrite_select_sql,
                   truncate_sql)
 from .types import same_storage, spark_type, validate_decimal, value_check
@@ -76,7 +77,7 @@ class Tables:
                 raise TableAlreadyExists(f"table {t.display} already exists with different columns")
             reg.check_new_name(settings, t.ref)
             reg.metastore.check(settings, schema_name, schema.name)
-            t.warehouse.remove_failed_create(t.ref.location)
+            remove_failed_create(t.warehouse, t.ref.location)
             reg.forget(t.ref)
             props = {**t.eng.creation_properties(), **metadata.table_properties(schema, 1)}
             t.eng.create_table(t.ref.location, column_defs(schema.columns), props)

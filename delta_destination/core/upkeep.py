@@ -25,7 +25,9 @@ from typing import Iterator, Optional
 from .. import logs
 from ..errors import InvalidRequest, TableNotFound, UnsupportedOperation
 from ..settings import BY_KEY, Settings, default_of
+from .delta_log import last_commit_time
 from .registry import TableRegistry, TableRef
+from .table_dirs import table_locations
 
 log = logs.get(__name__)
 
@@ -78,7 +80,7 @@ class Upkeep:
             raise InvalidRequest("listing tables needs a warehouse the destination can list (a directory or an object store): "
                                  "name --schema and --table for other storage URLs")
         wanted = wh.schema_location(schema).rstrip("/") if schema else None
-        for sdir, tdir, location in wh.table_locations():
+        for sdir, tdir, location in table_locations(wh):
             if wanted is None or wh.storage.parent(location) == wanted:
                 yield TableRef(sdir, tdir, location, wh)
 
@@ -151,7 +153,7 @@ class PeriodicUpkeep:
         for ref in self.upkeep.tables(self.settings):
             if self._stop.is_set():
                 break
-            if time.time() - ref.warehouse.last_commit_time(ref.location) < self.idle_seconds:
+            if time.time() - last_commit_time(ref.warehouse, ref.location) < self.idle_seconds:
                 continue
             try:
                 reports.append(self.upkeep.run(self.settings, ref, self.options, wait=False))

@@ -15,8 +15,8 @@ import pyarrow as pa
 
 from .. import logs
 from ..errors import InvalidRequest, UnsupportedOperation
-from ..storage import StorageOptions, store_for
-from ..warehouse import Warehouse, is_url
+from ..storage import StorageOptions, is_url, store_for
+from ..warehouse import Warehouse
 from .errors import run_engine
 from .shipping import staged_as_parquet, staged_in_chunks
 from .statements import (add_columns_sql, create_table_sql, drop_columns_sql, drop_table_sql, optimize_sql,
@@ -220,7 +220,7 @@ class SailDialect(Dialect):
 
     # Sail's MERGE hashes the whole target (all columns) as the join's build side, three times
     # over in one plan: measured 1.1 / 2.4 / 4.9 GiB peak RSS at 44 / 147 / 294 MB of target
-    # Parquet (bench/sail_merge_memory.py, docs/sail-merge-memory.md), i.e. ~16x the
+    # Parquet (bench/engines/sail_merge_memory.py, docs/sail-merge-memory.md), i.e. ~16x the
     # Parquet bytes over ~0.45 GiB. Rounded up: 5-17% above every measurement.
     MERGE_BASE_BYTES = 512 * 2**20
     MERGE_BYTES_PER_TARGET_BYTE = 17
@@ -348,7 +348,7 @@ class SparkDialect(Dialect):
     # log's per-file statistics before it joins (measured: docs/big-tables.md).
     merge_skips_files_by_target_predicate = True
     # On a small table a MERGE with deletion vectors took 6.0 s, without 3.5-4.0 s (125 rows into
-    # 2,000, a warm local engine, 2 cores, bench/spark_statements.py).
+    # 2,000, a warm local engine, 2 cores, bench/engines/spark_statements.py).
     deletion_vectors_from_bytes = 8 * 2**20
 
     def probes_keys_before_merge(self, target_bytes: int | None) -> bool:

@@ -3,7 +3,7 @@
 Spark Connect refuses messages over 128 MiB and Sail does not implement the chunked
 cached-relation upload Apache Spark uses for big local data; above LOCAL_RELATION_LIMIT a
 batch is staged instead (how: the dialect's `staged`), in a private area of the warehouse
-that is removed right after, and at the next start after a crash (warehouse.py).
+that is removed right after, and at the next start after a crash (private_areas.py).
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def staged_in_chunks(spark, warehouse: Warehouse, data: pa.Table, engine_path: C
     """A batch too big for one local relation, appended in chunks to a private staging Delta
     table under the warehouse (removed right after, and at start-up after a crash)."""
     view = new_view_name()
-    staging = warehouse.new_staging_location()
+    staging = warehouse.private_areas.new_staging_location()
     path = engine_path(staging)
     try:
         for chunk in chunks(data):
@@ -70,7 +70,7 @@ def staged_in_chunks(spark, warehouse: Warehouse, data: pa.Table, engine_path: C
         yield view
     finally:
         drop_view(spark, view)
-        warehouse.remove_staging(staging)
+        warehouse.storage.delete_tree(staging)
 
 
 @contextmanager
@@ -80,12 +80,12 @@ def staged_as_parquet(spark, warehouse: Warehouse, data: pa.Table, engine_path: 
     executors read directly) and read by the engine in parallel (removed right after, and at
     the next start after a crash)."""
     view = new_view_name()
-    staging = warehouse.new_staging_location()
+    staging = warehouse.private_areas.new_staging_location()
     try:
-        warehouse.write_parquet_parts(staging, chunks(data))
+        warehouse.storage.write_parquet_parts(staging, chunks(data))
         path = engine_path(staging)
         run_engine("read the staged batch", lambda: spark.read.parquet(path).createOrReplaceTempView(view))
         yield view
     finally:
         drop_view(spark, view)
-        warehouse.remove_staging(staging)
+        warehouse.storage.delete_tree(staging)

@@ -31,7 +31,8 @@ import os
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlsplit
 
-from ..warehouse import directory_name, is_url, normalise_root
+from ..storage import is_url
+from ..warehouse import directory_name, normalise_root
 
 SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "abfs": "abfss", "wasb": "wasbs"}
 # Schemes whose user-info part names a container, not a user (abfss://container@account/...).

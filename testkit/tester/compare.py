@@ -10,6 +10,7 @@ import pyarrow as pa
 from delta_destination.core.model import Column, DataType as FT, TableSchema
 from delta_destination.core.types import arrow_type
 from delta_destination.storage import StorageOptions
+from delta_destination.core.table_dirs import table_location
 from delta_destination.warehouse import Warehouse, normalise_root
 from testkit.delta_read import read_delta_table
 from .reference_model import ModelTable
@@ -111,7 +112,7 @@ def warehouse_of(warehouse, storage_options: Optional[dict] = None) -> Warehouse
 
 def table_path(warehouse, schema: str, table: str, storage_options: Optional[dict] = None) -> str:
     """Where the destination keeps a table (its warehouse layout spells names as directories)."""
-    return warehouse_of(warehouse, storage_options).table_location(schema, table)
+    return table_location(warehouse_of(warehouse, storage_options), schema, table)
 
 
 def _arrow_equivalent(a: pa.DataType, b: pa.DataType) -> bool:

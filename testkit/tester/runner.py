@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 import grpc
 
+from delta_destination.core.delta_log import has_commits
 from delta_destination.errors import InvalidRequest
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.doors.fivetran.batch_files import FileFormat
@@ -132,7 +133,7 @@ class TesterRun(RunState):
         warehouse = warehouse_of(self.warehouse, self.storage_options)
         for name in sorted(self.vanished - set(self.model.tables)):
             gone = table_path(self.warehouse, self.schema, name, self.storage_options)
-            if warehouse.has_commits(gone):
+            if has_commits(warehouse, gone):
                 self.problem(f"table {name}: removed by a migration, but a Delta table is still at {gone}")
 
     def check_description(self, name: str, resp: pb.DescribeTableResponse) -> None:

@@ -213,7 +213,7 @@ def test_a_pipeline_lands_through_the_cluster(conduit_bin, cluster, tmp_path):
     """The Conduit door with the settings a user of the cluster gives it (the Connect URL, the S3
     warehouse, the metastore): a file of changes to 200 keys lands with every key at its last value,
     read by delta-rs from the bucket, and the table is registered for another session to find by name."""
-    from delta_destination.tools.local_cluster import another_session_sees
+    from tools.local_cluster import another_session_sees
     from testkit.delta_read import read_delta_table
 
     assert cluster.s3 is not None, "the cluster tests need its S3 warehouse"

@@ -1,5 +1,5 @@
 """The warehouse on Azure Storage, against a real Azure Storage API server (Azurite,
-delta_destination/tools/azure_server.py) on the embedded Sail engine: the core driven in-process
+tools/azure_server.py) on the embedded Sail engine: the core driven in-process
 (as tests/engines/test_object_storage.py does on S3), tables read back by delta-rs, and the
 container listed afterwards: nothing may remain outside the tables (no staged batch, probe, trash,
 half-written copy or marker blob).
@@ -38,7 +38,9 @@ from delta_destination.engines import session as engine_session, shipping
 from delta_destination.engines.pool import EnginePool
 from delta_destination.engines.router import EngineRouter
 from delta_destination.settings import Settings
-from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR, Warehouse
+from delta_destination.private_areas import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
+from delta_destination.core.table_dirs import clean_leftovers, table_location
+from delta_destination.warehouse import Warehouse
 from testkit.core_changes import changes, order, rows_by_id, typed
 from testkit.delta_read import delta_version, read_delta_table
 from testkit.removals import leftovers, plant_dead_probe, plant_failed_create
@@ -171,7 +173,7 @@ def test_removals_on_azure_leave_nothing_under_removed_prefixes(azure_server, co
     assert core.probe(settings) is None   # the setup test warehouse_writable
     dead = plant_dead_probe(plant)
     assert any(b.startswith(prefix + dead + "/") for b in azure_server.list_blobs(prefix))
-    assert Warehouse(settings.warehouse, settings.storage).clean_leftovers() == 1
+    assert clean_leftovers(Warehouse(settings.warehouse, settings.storage)) == 1
     assert leftovers(azure_server.list_blobs(prefix), prefix, ["s/half"]) == []
     assert core.table_names(settings, "s") == ["half"] and rows(azure_server, core, settings, "half") == {}
 
@@ -354,7 +356,7 @@ def test_tester_input_on_azure_through_a_server(azure_server, dedicated_server, 
                                live_only="migrations" not in rel, run_migrations="migrations" in rel)
     assert result.ok, "\n".join(log + result.problems)
     settings = Settings.create(warehouse, engine="sail", **azure_server.settings())
-    tables = {tc.warehouse_of(warehouse).table_location("tester", t)[len(warehouse) + 1:] for t in result.tables}
+    tables = {table_location(tc.warehouse_of(warehouse), "tester", t)[len(warehouse) + 1:] for t in result.tables}
     assert tables and blobs_outside_tables(azure_server, settings, tables) == []
     assert leftovers(azure_server.list_blobs(prefix_of(settings)), prefix_of(settings), tables) == []
     srv.stop()

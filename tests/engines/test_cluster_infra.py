@@ -1,4 +1,4 @@
-"""The local cluster itself (delta_destination/tools/local_cluster): a Spark standalone master and two workers, a
+"""The local cluster itself (tools/local_cluster): a Spark standalone master and two workers, a
 Spark Connect server on them, the warehouse storage (SeaweedFS S3 when installed, else a shared
 directory) and a Hive 4.0.1 metastore. Everything real: JVMs, the metastore's Thrift service,
 Delta tables read back with delta-rs, the application UI's REST API.
@@ -26,7 +26,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
-from delta_destination.tools.local_cluster import (
+from tools.local_cluster import (
     LocalCluster,
     another_session_sees,
     completed_tasks_by_executor,
@@ -106,7 +106,7 @@ def test_env_file_is_private_and_complete(cluster):
 
 
 def test_a_second_start_says_a_cluster_runs(cluster):
-    out = subprocess.run([sys.executable, "-m", "delta_destination.tools.local_cluster", "start", "--state-dir", str(cluster.state_dir)],
+    out = subprocess.run([sys.executable, "-m", "tools.local_cluster", "start", "--state-dir", str(cluster.state_dir)],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "already running" in out.stdout
@@ -233,9 +233,10 @@ class Destination:
         return self.server.stub
 
     def location(self, schema: str, table: str) -> str:
+        from delta_destination.core.table_dirs import table_location
         from testkit.tester import warehouse_of
 
-        return warehouse_of(self.warehouse, self.storage_options).table_location(schema, table)
+        return table_location(warehouse_of(self.warehouse, self.storage_options), schema, table)
 
     def rows(self, schema: str, table: str) -> dict:
         from testkit.delta_read import read_delta_table
@@ -260,16 +261,16 @@ def destination(cluster, tmp_path_factory):
 
 def private_keys(cluster: LocalCluster) -> list[str]:
     """Objects of the destination's private areas (staged batches, probes, trash) in the bucket."""
-    from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
-    from delta_destination.tools.local_cluster import WAREHOUSE_PREFIX
+    from delta_destination.private_areas import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
+    from tools.local_cluster import WAREHOUSE_PREFIX
 
     return [k for k in cluster.s3.list_keys(f"{WAREHOUSE_PREFIX}/")
             if k[len(WAREHOUSE_PREFIX) + 1:].startswith((STAGING_DIR, TRASH_DIR, PROBE_PREFIX))]
 
 
 def staged_keys(cluster: LocalCluster) -> list[str]:
-    from delta_destination.warehouse import STAGING_DIR
-    from delta_destination.tools.local_cluster import WAREHOUSE_PREFIX
+    from delta_destination.private_areas import STAGING_DIR
+    from tools.local_cluster import WAREHOUSE_PREFIX
 
     return cluster.s3.list_keys(f"{WAREHOUSE_PREFIX}/{STAGING_DIR}/")
 
@@ -294,7 +295,7 @@ class StagingWatch(Poller):
 
 
 def app_json(cluster: LocalCluster, path: str):
-    from delta_destination.tools.local_cluster import http_json
+    from tools.local_cluster import http_json
 
     return http_json(f"{cluster.spark_ui}/api/v1/applications/{cluster.app_id}/{path}", timeout=30)
 

@@ -300,7 +300,7 @@ def test_a_stream_of_small_batches_keeps_its_engine_without_churn_or_warning(plu
     at most once (a healthy engine: at most once per 500 requests) and the log holds no warning; the
     metrics endpoint counts what happened, and the table equals the stream replayed. With the former
     fixed bound of 256 MiB the engine was replaced every ~20 requests, each time with a warning."""
-    from bench.soak_measures import restarts, scrape
+    from bench.common.door_measures import restarts, scrape
     from testkit.server_process import free_port
 
     wh, port = tmp_path / "wh", free_port()

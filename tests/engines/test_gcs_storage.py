@@ -1,5 +1,5 @@
 """The warehouse on Google Cloud Storage, against a GCS API server (fake-gcs-server from PyPI's wheel,
-delta_destination/tools/gcs_server.py): the core driven in-process on the session's Apache Spark JVM
+tools/gcs_server.py): the core driven in-process on the session's Apache Spark JVM
 (the GCS connector from .spark-jars), tables read back by delta-rs, and the bucket listed afterwards:
 nothing may remain outside the tables (no staged batch, probe, trash, half-written copy or folder
 marker object).
@@ -31,7 +31,9 @@ from delta_destination.engines import session as engine_session, shipping
 from delta_destination.engines.pool import EnginePool
 from delta_destination.engines.router import EngineRouter
 from delta_destination.settings import Settings
-from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR, Warehouse
+from delta_destination.private_areas import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
+from delta_destination.core.table_dirs import clean_leftovers
+from delta_destination.warehouse import Warehouse
 from testkit.core_changes import changes, order, rows_by_id, typed
 from testkit.delta_read import delta_version
 from testkit.removals import leftovers, plant_dead_probe, plant_failed_create
@@ -122,7 +124,7 @@ def test_every_operation_on_gcs_leaves_only_tables(gcs_server, core, settings, c
     plant_failed_create(plant, "s/half")
     core.tables.create(settings, "s", TableSchema("half", ORDERS.columns[:2]))
     plant_dead_probe(plant)
-    assert Warehouse(settings.warehouse, settings.storage).clean_leftovers() == 1
+    assert clean_leftovers(Warehouse(settings.warehouse, settings.storage)) == 1
     assert objects_outside_tables(gcs_server, settings, {"s/orders", "s/half"}) == []
     assert leftovers(gcs_server.list_keys(prefix), prefix, ["s/orders", "s/half"]) == []
     assert PRIVATE_KEY.splitlines()[1] not in caplog.text

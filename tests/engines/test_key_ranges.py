@@ -10,6 +10,7 @@ from delta_destination.core.registry import TableRef, read_table_snapshot
 from delta_destination.core.key_ranges import keys_cannot_match, ranges_disjoint
 from delta_destination.core.model import Column, DataType, TableSchema
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
+from delta_destination.core.table_dirs import table_location
 from delta_destination.warehouse import Warehouse
 from testkit.delta_read import read_delta_table
 
@@ -75,9 +76,9 @@ def test_object_store_tables_and_unreadable_logs_fall_back_to_the_engine(tmp_pat
     # Stores only the engine reaches (the destination cannot list them; Azure and GCS are listed now): never proven here.
     for root in ("dbfs:/mnt/wh", "hdfs://nn:8020/wh"):
         wh = Warehouse(root)
-        assert not keys_cannot_match(read_table_snapshot(TableRef("s", "t", wh.table_location("s", "t"), wh)), SCHEMA, ["id"], source([1]))
+        assert not keys_cannot_match(read_table_snapshot(TableRef("s", "t", table_location(wh, "s", "t"), wh)), SCHEMA, ["id"], source([1]))
     wh = Warehouse(str(tmp_path))
     broken = tmp_path / "s" / "t" / "_delta_log"
     broken.mkdir(parents=True)
     (broken / "00000000000000000000.json").write_text("not json\n")
-    assert not keys_cannot_match(read_table_snapshot(TableRef("s", "t", wh.table_location("s", "t"), wh)), SCHEMA, ["id"], source([1]))
+    assert not keys_cannot_match(read_table_snapshot(TableRef("s", "t", table_location(wh, "s", "t"), wh)), SCHEMA, ["id"], source([1]))

@@ -2,7 +2,7 @@
 engine and pass the tester client.
 
 The server is started exactly as documented (`make run`, `make run ENGINE=spark`) in its own
-process group, and scripts/tester_client.py -- a separate process, like Fivetran's tester --
+process group, and `python -m testkit.tester` -- a separate process, like Fivetran's tester --
 drives it through input.json with encrypted zstd batch files and compares the Delta tables
 read back with delta-rs against its reference model.
 """
@@ -32,7 +32,7 @@ def test_make_run_serves_and_passes_the_tester_client(tmp_path, engine, dedicate
         jvms = spark_jvms_below(server.proc.pid)
         assert len(jvms) == (1 if engine == "spark" else 0)
         client = subprocess.run(
-            [sys.executable, "scripts/tester_client.py", "--port", str(server.port), "--warehouse", str(warehouse),
+            [sys.executable, "-m", "testkit.tester", "--port", str(server.port), "--warehouse", str(warehouse),
              "--input", str(TESTER_INPUTS / "input.json"), "--schema", "tester"],
             cwd=ROOT, capture_output=True, text=True, timeout=1200)
         assert client.returncode == 0, client.stdout[-4000:] + client.stderr[-2000:]

@@ -22,10 +22,10 @@ import grpc
 import pytest
 
 from testkit.fivetran_requests import batch_file, col, columns_of, describe, expect_error, table, write_request
-from delta_destination.names import case_clash
+from delta_destination.core.table_dirs import table_location
+from delta_destination.names import MAX_COMPONENT, case_clash, name_of_component, path_component, same_ignoring_case
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
-from delta_destination.warehouse import (MAX_COMPONENT, Warehouse, name_of_component, path_component,
-                                         same_ignoring_case)
+from delta_destination.warehouse import Warehouse
 from testkit import tester as tc
 from testkit.delta_read import read_delta_table
 from testkit.server_process import TESTER_INPUTS
@@ -89,8 +89,8 @@ def test_legacy_locations_are_still_found(tmp_path):
     legacy = tmp_path / "s" / "price$list"
     (legacy / "_delta_log").mkdir(parents=True)
     (legacy / "_delta_log" / ("0" * 20 + ".json")).write_text("{}")
-    assert wh.table_location("s", "price$list") == str(legacy)
-    assert wh.table_location("s", "price list") == str(tmp_path / "s" / "price=20list")
+    assert table_location(wh, "s", "price$list") == str(legacy)
+    assert table_location(wh, "s", "price list") == str(tmp_path / "s" / "price=20list")
     assert wh.legacy_location("s", "a=b") is None  # its raw spelling could be another table's new one
     assert wh.legacy_location("s", "plain") is None  # same spelling either way
 
@@ -209,7 +209,7 @@ def test_tester_input_with_hostile_names(engine_server, rel, live_only):
     # every table that is left is found at its spelled directory
     wh = Warehouse(str(engine_server.warehouse))
     for name in result.tables:
-        assert os.path.isdir(os.path.join(wh.table_location(schema, name), "_delta_log")), name
+        assert os.path.isdir(os.path.join(table_location(wh, schema, name), "_delta_log")), name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def test_tables_differing_only_in_case_are_refused(engine_server, tmp_path):
                                   rename=pb.RenameOperation(rename_table=pb.RenameTable(from_table="Users", to_table="USERS")))
     assert stub.Migrate(pb.MigrateRequest(details=details)).success
     wh = Warehouse(str(engine_server.warehouse))
-    rows = read_delta_table(wh.table_location(schema, "USERS")).to_pylist()
+    rows = read_delta_table(table_location(wh, schema, "USERS")).to_pylist()
     assert [(r["id"], r["v"]) for r in rows] == [(1, "kept")]
     assert describe(stub, schema, "Users").not_found
 
@@ -312,7 +312,7 @@ def test_hostile_names_survive_a_restart(engine, tmp_path, dedicated_server):
                columns=["ID-key", "_fivetran_synced"])
     finally:
         srv.stop()
-    location = Warehouse(str(wh)).table_location(schema, name)
+    location = table_location(Warehouse(str(wh)), schema, name)
     assert Path(location).parent.name == "Sales=20=C3=9C.2024"
     rows = {r["ID-key"]: r for r in read_delta_table(location).to_pylist()}
     assert sorted(rows) == [1, 2]

@@ -1,5 +1,5 @@
 """The warehouse on object storage, against a real S3 server (SeaweedFS,
-delta_destination/tools/s3_server.py), on both engines: the core driven in-process (as
+tools/s3_server.py), on both engines: the core driven in-process (as
 tests/engines/test_core_library.py does on a directory), tables read back by delta-rs from S3, and the
 bucket listed afterwards: nothing may remain outside the tables (no staged batch, probe, trash or
 half-written copy).
@@ -27,7 +27,9 @@ from delta_destination.engines import session as engine_session, shipping
 from delta_destination.engines.pool import EnginePool
 from delta_destination.settings import Settings
 from delta_destination.storage import S3Options, StorageOptions
-from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR, Warehouse
+from delta_destination.private_areas import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
+from delta_destination.core.table_dirs import clean_leftovers
+from delta_destination.warehouse import Warehouse
 from testkit.core_changes import changes, order, rows_by_id, typed
 from testkit.delta_read import delta_version
 from testkit.removals import leftovers, plant_dead_probe, plant_failed_create
@@ -120,7 +122,7 @@ def test_every_operation_on_s3_leaves_only_tables(s3_server, core, settings):
     plant_failed_create(plant, "s/half")
     core.tables.create(settings, "s", TableSchema("half", ORDERS.columns[:2]))
     plant_dead_probe(plant)
-    assert Warehouse(settings.warehouse, settings.storage).clean_leftovers() == 1
+    assert clean_leftovers(Warehouse(settings.warehouse, settings.storage)) == 1
     assert keys_outside_tables(s3_server, settings, {"s/orders", "s/hist", "s/half"}) == []
     assert leftovers(s3_server.list_keys(prefix), prefix, ["s/orders", "s/hist", "s/half"]) == []
 
@@ -141,23 +143,23 @@ def test_what_a_dead_process_left_is_removed_at_the_next_start(s3_server, settin
     """Staged batches, probes and half-written copies of a process that died (same host, its pid
     gone) are removed; those of a live process (this one) stay."""
     wh = Warehouse(settings.warehouse, settings.storage)
-    dead = f"{wh.new_staging_location().rsplit('/', 1)[1].split('.')[0]}.999999999-{uuid.uuid4().hex}"
+    dead = f"{wh.private_areas.new_staging_location().rsplit('/', 1)[1].split('.')[0]}.999999999-{uuid.uuid4().hex}"
     prefix = settings.warehouse.split("/", 3)[3]
     client = s3_server.client()
     client.put_object(Bucket=s3_server.bucket, Key=f"{prefix}/{STAGING_DIR}/{dead}/part-00000.parquet", Body=b"rows")
     client.put_object(Bucket=s3_server.bucket, Key=f"{prefix}/{PROBE_PREFIX}{dead}/_delta_log/00000000000000000000.json",
                       Body=b"{}")
-    note = wh.note_removal(wh.join("s", "half_copy"), only_without_commits=True)
+    note = wh.private_areas.note_removal(wh.join("s", "half_copy"), only_without_commits=True)
     client.put_object(Bucket=s3_server.bucket, Key=f"{prefix}/s/half_copy/part-0.parquet", Body=b"rows")
-    mine = wh.new_staging_location()
+    mine = wh.private_areas.new_staging_location()
     wh.storage.write_bytes(mine + "/part-00000.parquet", b"in flight")
     dead_note = note.replace(note.rsplit("/", 1)[1].split("-")[0], dead.split("-")[0])
     wh.storage.write_bytes(dead_note, wh.storage.read_bytes(note))
-    wh.done_removal(note)
-    assert wh.clean_leftovers() == 3
+    wh.private_areas.done_removal(note)
+    assert clean_leftovers(wh) == 3
     left = s3_server.list_keys(prefix + "/")
     assert left == [mine.split("/", 3)[3] + "/part-00000.parquet"]
-    wh.remove_staging(mine)
+    wh.storage.delete_tree(mine)
     assert s3_server.list_keys(prefix + "/") == []
 
 
@@ -184,10 +186,10 @@ def test_staged_parquet_parts_keep_order_types_and_privacy(warehouse_kind, reque
         "c3": pa.array([dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)] * n, pa.timestamp("us", tz="UTC")),
         "c4": pa.array([bytes([i % 256]) * 3 for i in range(n)], pa.binary()),
     })
-    location = wh.new_staging_location()
+    location = wh.private_areas.new_staging_location()
     parts = [data.slice(i, 500) for i in range(0, n, 500)]
     try:
-        wh.write_parquet_parts(location, parts)
+        wh.storage.write_parquet_parts(location, parts)
         names = sorted(e.location for e in wh.storage.list(location))
         assert len(names) == len(parts)
         got = pa.concat_tables(pq.read_table(pa.BufferReader(wh.storage.read_bytes(name))) for name in names)

@@ -16,6 +16,7 @@ from testkit.delta_read import delta_version, read_delta_table
 from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from delta_destination.doors.fivetran.batch_files import Compression, Encryption, FileFormat
 from delta_destination.doors.fivetran.convert import table_from_proto
+from delta_destination.core.table_dirs import table_location
 from delta_destination.warehouse import Warehouse
 
 UTC = dt.timezone.utc
@@ -28,7 +29,7 @@ def _table(name, *extra):
 
 
 def _rows(server, schema, name):
-    return {r["id"]: r for r in read_delta_table(Warehouse(str(server.warehouse)).table_location(schema, name)).to_pylist()}
+    return {r["id"]: r for r in read_delta_table(table_location(Warehouse(str(server.warehouse)), schema, name)).to_pylist()}
 
 
 # ---- Warning responses ------------------------------------------------------------------------------
@@ -108,7 +109,7 @@ def test_parquet_batches_honour_file_params_compression(parquet_server, tmp_path
     assert stub.WriteBatch(_parquet_request(tmp_path, schema, t, rows, compression, compression)).success
     assert {i: r["s"] for i, r in _rows(parquet_server, schema, "p").items()} == {1: "v1", 2: "v2", 3: "v3"}
     # the same file announced with another compression is refused; the table is unchanged
-    location = Warehouse(str(parquet_server.warehouse)).table_location(schema, "p")
+    location = table_location(Warehouse(str(parquet_server.warehouse)), schema, "p")
     v = delta_version(location)
     wrong = Compression.OFF if compression != Compression.OFF else Compression.ZSTD
     err = expect_error(lambda: stub.WriteBatch(_parquet_request(tmp_path, schema, t, rows, compression, wrong)),
@@ -130,7 +131,7 @@ def test_engine_failures_name_request_table_phase_and_class_never_values(server,
     secret = "SECRET-c0ffee-value"
     row = {"id": 1, "v": secret, "_fivetran_synced": T0, "_fivetran_deleted": False}
     assert stub.WriteBatch(write_request(unique_schema, t, replace=[batch_file(tmp_path, t, [row])])).success
-    location = Warehouse(str(server.warehouse)).table_location(unique_schema, "Broken T")
+    location = table_location(Warehouse(str(server.warehouse)), unique_schema, "Broken T")
     removed = 0
     for folder, _dirs, files in os.walk(location):  # with column mapping, data files sit in prefix folders
         for f in files:

@@ -1,4 +1,4 @@
-"""The doors and commands of a user on a real S3 warehouse (SeaweedFS, delta_destination/tools/s3_server.py):
+"""The doors and commands of a user on a real S3 warehouse (SeaweedFS, tools/s3_server.py):
 real processes, tables read back with delta-rs, no mocks.
 
 - Airbyte: one `write` on both engines, the bucket's settings as the config's `s3_*` keys and
@@ -30,7 +30,7 @@ from testkit.conduit_host import record as cdc_record
 from testkit.delta_read import read_delta_table, storage_options_for
 from testkit.server_process import ROOT, TESTER_INPUTS
 from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
-from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
+from delta_destination.private_areas import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
 
 BOTH = pytest.mark.parametrize("engine_name", ["sail", "spark"])
 
@@ -184,7 +184,7 @@ def test_make_run_on_s3_serves_and_passes_the_tester_client(tmp_path, s3_server,
                                                      f"WAREHOUSE={warehouse}"])
     try:
         client = subprocess.run(
-            [sys.executable, "scripts/tester_client.py", "--port", str(server.port), "--warehouse", warehouse,
+            [sys.executable, "-m", "testkit.tester", "--port", str(server.port), "--warehouse", warehouse,
              "--input", str(TESTER_INPUTS / "input.json"), "--schema", "tester"],
             cwd=ROOT, capture_output=True, text=True, timeout=1200, env={**without_aws(), **env})
         assert client.returncode == 0, client.stdout[-4000:] + client.stderr[-2000:]

@@ -1,5 +1,5 @@
 """Object storage infrastructure, against a real S3 server (SeaweedFS, from
-delta_destination/tools/s3_server.py): the server itself, Apache Spark + Delta on s3a:// (the jars
+tools/s3_server.py): the server itself, Apache Spark + Delta on s3a:// (the jars
 `make install` fetches), embedded Sail on s3://, delta-rs as the independent reader, and commits on
 S3 that two writers cannot lose (the project's S3ConditionalPutLogStore, built from jvm/src).
 
@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-from delta_destination.tools.s3_server import S3Server, grpc_socket
+from tools.s3_server import S3Server, grpc_socket
 
 # The Spark settings for S3 that are not credentials (those reach S3A through the JVM's
 # environment, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, never its command line).

@@ -24,7 +24,7 @@ import pytest
 from testkit.fivetran_requests import batch_file, col, table, write_request
 from testkit.delta_read import delta_version, read_delta_table
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
-from delta_destination.warehouse import STAGING_DIR
+from delta_destination.private_areas import STAGING_DIR
 
 T = table("crash", col("id", "LONG", pk=True), col("v", "STRING"), col("n", "LONG"))
 

@@ -1,13 +1,13 @@
 """A short soak (a few hundred small commits on one server started as `make run` starts it): the
 engine process's memory stays within its bound whatever the number of commits, and nothing fails.
-The long soak with its figures is `make bench-soak` (bench/soak.py, docs/benchmarks.md)."""
+The long soak with its figures is `make bench-soak` (bench/soak/run.py, docs/benchmarks.md)."""
 from __future__ import annotations
 
 import pytest
 
-from bench.process_memory import MIB
-from bench.small_batches import Shape
-from bench.soak import FivetranSoak
+from bench.common.process_memory import MIB
+from bench.common.small_batches import Shape
+from bench.soak.run import FivetranSoak
 
 BOUND_MIB = 320
 # A replacement overlaps the old process (finishing its last requests) with the new one (~150 MiB

@@ -1,6 +1,6 @@
 """The destination against Fivetran's public tester input files.
 
-Each input file is run by scripts/tester_client.py the way Fivetran's destination
+Each input file is run by `python -m testkit.tester` the way Fivetran's destination
 tester runs it (encrypted, zstd-compressed CSV batch files with shuffled headers
 and random NULL/unmodified markers), into its own schema; the client compares
 DescribeTable with the expected schema and the Delta tables read back from disk
@@ -99,7 +99,7 @@ def private_objects(server) -> list[str]:
     """Objects of the destination's own under an S3 warehouse (staged batches, probes, trash):
     none may outlive the request that made them. (Object keys: SeaweedFS's filer also lists the
     empty "directories" that deleted objects leave as prefixes, which S3 has not.)"""
-    from delta_destination.warehouse import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
+    from delta_destination.private_areas import PROBE_PREFIX, STAGING_DIR, TRASH_DIR
     from testkit.tester import warehouse_of
 
     wh = warehouse_of(server.warehouse, server.storage_options)

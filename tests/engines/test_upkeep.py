@@ -80,25 +80,27 @@ def read_delta_table_at(location, version):
 def test_idle_time_comes_from_commit_files_only(tmp_path):
     import os
 
+    from delta_destination.core.delta_log import commit_entries, has_commits, last_commit_time
+    from delta_destination.core.table_dirs import table_location
     from delta_destination.warehouse import Warehouse
 
     wh = Warehouse(str(tmp_path))
     table = tmp_path / "s" / "t"
-    location = wh.table_location("s", "t")
+    location = table_location(wh, "s", "t")
     assert location == str(table)
-    assert not wh.has_commits(location) and wh.last_commit_time(location) == 0.0
+    assert not has_commits(wh, location) and last_commit_time(wh, location) == 0.0
     log_dir = table / "_delta_log"
     log_dir.mkdir(parents=True)
     (log_dir / "_last_checkpoint").write_text("{}")
     (log_dir / "00000000000000000000.crc").write_text("{}")
-    assert not wh.has_commits(location)
+    assert not has_commits(wh, location)
     commit = log_dir / "00000000000000000000.json"
     commit.write_text("{}")
     os.utime(commit, (1_000_000, 1_000_000))
     os.utime(log_dir / "_last_checkpoint", (2_000_000, 2_000_000))  # not a commit: does not count
-    assert wh.has_commits(location)
-    assert [e.location for e in wh.commit_entries(location)] == [str(commit)]
-    assert wh.last_commit_time(location) == 1_000_000
+    assert has_commits(wh, location)
+    assert [e.location for e in commit_entries(wh, location)] == [str(commit)]
+    assert last_commit_time(wh, location) == 1_000_000
 
 
 def test_maintain_refuses_unknown_tables_and_short_retention(tmp_path):

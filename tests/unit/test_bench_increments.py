@@ -1,7 +1,7 @@
 """The increments benchmark's reading of the Delta log: what a request's commits wrote."""
 import json
 
-from bench.increments import commit_figures, log_version
+from bench.increments.run import commit_figures, log_version
 
 
 def _commit(log, version, actions):

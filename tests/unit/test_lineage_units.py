@@ -167,9 +167,16 @@ def test_events_fill_in_the_committed_version_and_survive_failing_listeners(tmp_
 def test_a_log_that_cannot_be_read_never_fails_a_committed_operation(lineage_log):
     """Reading the version is reporting only: an object store's error (not an OSError) after the
     commit leaves the version unknown and the operation successful."""
-    class Unreachable(Warehouse):
-        def commit_entries(self, location):
+    class UnreachableStore:
+        can_list = True
+
+        def list(self, location, recursive=False):
             raise RuntimeError("endpoint unreachable")
+
+    class Unreachable(Warehouse):
+        @property
+        def storage(self):
+            return UnreachableStore()
 
     seen = []
 

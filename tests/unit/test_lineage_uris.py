@@ -14,6 +14,7 @@ from delta_destination.lineage.uris import (
     openlineage_name,
     table_uri,
 )
+from delta_destination.core.table_dirs import table_location
 from delta_destination.warehouse import Warehouse
 from testkit.dataset_uris import GOLDEN, IDS
 
@@ -35,7 +36,7 @@ def test_uri_from_the_core_location_is_the_same(root, schema, table, uri, ns, na
     wh = Warehouse(root if "://" in root else os.path.abspath(root))
     if "://" in root:
         wh = Warehouse(root.rstrip("/"))
-    assert location_uri(wh.table_location(schema, table), schema, table) == uri
+    assert location_uri(table_location(wh, schema, table), schema, table) == uri
 
 
 def test_canonical_uri_is_idempotent_as_a_root():

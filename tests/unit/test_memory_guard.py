@@ -16,6 +16,7 @@ from delta_destination.core.memory import TableSize, check_budget, gb, table_siz
 from delta_destination.engines.dialect import SailDialect, SparkDialect
 from delta_destination.doors.fivetran.main import parse_args
 from delta_destination.settings import MEMORY_BUDGET_ENV, Settings, parse_budget
+from delta_destination.core.table_dirs import table_location
 from delta_destination.warehouse import Warehouse
 
 GiB = 2**30
@@ -79,7 +80,7 @@ def test_gb():
 
 def test_table_size_reads_the_delta_log(tmp_path):
     wh = Warehouse(str(tmp_path))
-    ref = TableRef("s", "t", wh.table_location("s", "t"), wh)
+    ref = TableRef("s", "t", table_location(wh, "s", "t"), wh)
     path = ref.location
     write_deltalake(path, pa.table({"id": list(range(100)), "v": ["x" * 20] * 100}))
     write_deltalake(path, pa.table({"id": list(range(100, 150)), "v": ["y"] * 50}), mode="append")
@@ -96,7 +97,7 @@ def test_table_size_of_stores_the_destination_cannot_list_is_not_measured():
     warehouses are listed by the destination and measured through delta-rs with their options)."""
     for root in ("dbfs:/mnt/wh", "hdfs://nn:8020/wh"):
         wh = Warehouse(root)
-        assert table_size(read_table_snapshot(TableRef("s", "t", wh.table_location("s", "t"), wh))) is None
+        assert table_size(read_table_snapshot(TableRef("s", "t", table_location(wh, "s", "t"), wh))) is None
 
 
 # ---- the budget setting -------------------------------------------------------------------

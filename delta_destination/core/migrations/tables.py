@@ -23,11 +23,12 @@ from typing import Callable, Optional
 from ...engines.router import EngineSession
 from ...errors import InvalidRequest, SchemaMismatch, TableAlreadyExists, TableNotFound
 from ...settings import Settings
-from ...warehouse import abandoned, owner_id
+from ...private_areas import abandoned, owner_id
 from .. import metadata
 from ..registry import TableRef
 from ..tables import validate_columns
 from ..delta_log import delta_version, latest_property
+from ..table_dirs import remove_failed_create, remove_uncommitted
 from ..model import TableSchema
 from ..sql import select_sql
 from .common import MigrationFamily
@@ -62,29 +63,29 @@ class TableMigrations(MigrationFamily):
         rows or no table at all, and the note's removal is finished at the next start."""
         wh = ref.warehouse
         if wh.can_rename:
-            dest = wh.new_trash_location()
-            self.fs("drop_table", lambda: (wh.storage.make_dirs(wh.trash()), wh.rename_dir(ref.location, dest)))
+            dest = wh.private_areas.new_trash_location()
+            self.fs("drop_table", lambda: (wh.storage.make_dirs(wh.private_areas.trash()), wh.storage.rename_dir(ref.location, dest)))
             self.forget(eng, ref)
             hide()
             self._empty_trash(ref)
             return
-        note = wh.note_removal(ref.location)
+        note = wh.private_areas.note_removal(ref.location)
         # One commit that empties the table: readers see no rows from here on, never a half-deleted table.
         eng.overwrite(f"empty {ref.display} before its files are deleted", ref.location,
                       select_sql(eng.table_name(ref.location), ["*"], "WHERE false"))
         self.forget(eng, ref)
         hide()
         self.fs("drop_table", lambda: wh.storage.delete_table_files(ref.location))
-        wh.done_removal(note)
+        wh.private_areas.done_removal(note)
 
     def _empty_trash(self, ref: TableRef) -> None:
         """Deletes the dropped tables of this process (and those a dead process left)."""
         wh = ref.warehouse
         mine = owner_id() + "-"
         with self._trash_lock:
-            for entry in wh.storage.list(wh.trash()):
+            for entry in wh.storage.list(wh.private_areas.trash()):
                 if entry.is_dir and (entry.name.startswith(mine) or abandoned(entry)):
-                    wh.delete_tree(entry.location)
+                    wh.storage.delete_tree(entry.location)
 
     # ---- rename ------------------------------------------------------------------------------
     def rename_table(self, settings: Settings, d: MigrationDetails, op: RenameTable):
@@ -113,7 +114,7 @@ class TableMigrations(MigrationFamily):
             self.registry.metastore.check(settings, d.schema, dst.table)
             if src.warehouse.can_rename:
                 self._clear_way(dst)
-                self.fs("rename_table", lambda: src.warehouse.rename_dir(src.location, dst.location))
+                self.fs("rename_table", lambda: src.warehouse.storage.rename_dir(src.location, dst.location))
                 self.forget(eng, src)
                 self.forget(eng, dst)
                 self.registry.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
@@ -131,7 +132,7 @@ class TableMigrations(MigrationFamily):
     def _clear_way(self, dst: TableRef) -> None:
         """A failed CREATE can leave an empty table folder at the target: remove it; refuse
         anything else that is in the way."""
-        dst.warehouse.remove_failed_create(dst.location)
+        remove_failed_create(dst.warehouse, dst.location)
         if dst.warehouse.storage.exists(dst.location):
             raise TableAlreadyExists(f"{dst.display}: a directory that is not a Delta table is in the way")
 
@@ -209,20 +210,20 @@ class TableMigrations(MigrationFamily):
         if wh.can_rename:
             parent = wh.storage.parent(dst.location)
             self.fs("create the schema directory", lambda: wh.storage.make_dirs(parent))
-            tmp = wh.hidden_sibling(dst.location)
+            tmp = wh.private_areas.hidden_sibling(dst.location)
             try:
                 write(tmp)
-                self.fs(f"move the new table into {dst.display}", lambda: wh.rename_dir(tmp, dst.location))
+                self.fs(f"move the new table into {dst.display}", lambda: wh.storage.rename_dir(tmp, dst.location))
             finally:
-                wh.delete_tree(tmp)
+                wh.storage.delete_tree(tmp)
         else:
-            note = wh.note_removal(dst.location, only_without_commits=True)
+            note = wh.private_areas.note_removal(dst.location, only_without_commits=True)
             try:
                 write(dst.location)
             except BaseException:
-                wh.remove_uncommitted(dst.location)
+                remove_uncommitted(wh, dst.location)
                 raise
             finally:
-                wh.done_removal(note)
+                wh.private_areas.done_removal(note)
         self.forget(eng, dst)
 

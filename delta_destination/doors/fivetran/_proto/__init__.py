@@ -1,19 +1,9 @@
-"""Generated Fivetran SDK v2 stubs (built from proto/ by `make proto`).
+"""Generated Fivetran SDK v2 stubs (built from proto/ by `make proto` or build.sh; never edited by hand).
 
-protoc emits `import common_pb2` / `import destination_sdk_pb2` as top-level
-imports; registering the package modules under those names lets the generated
-code load unchanged.
+protoc writes `import common_pb2` / `import destination_sdk_pb2` as top-level imports; the build
+rewrites them package-relative right after protoc (buildkit/proto_imports.py), so the stubs load
+as modules of this package.
 """
-import sys
-
-from . import common_pb2
-
-sys.modules.setdefault("common_pb2", common_pb2)
-
-from . import destination_sdk_pb2  # noqa: E402
-
-sys.modules.setdefault("destination_sdk_pb2", destination_sdk_pb2)
-
-from . import destination_sdk_pb2_grpc  # noqa: E402
+from . import common_pb2, destination_sdk_pb2, destination_sdk_pb2_grpc
 
 __all__ = ["common_pb2", "destination_sdk_pb2", "destination_sdk_pb2_grpc"]
