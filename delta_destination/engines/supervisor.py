@@ -33,7 +33,7 @@ from typing import Callable, Optional
 
 from .. import logs, metrics
 from ..errors import EngineUnavailable
-from ..settings import DEFAULT_ENGINE_MAX_MEMORY_MB as DEFAULT_BOUND_MB
+from ..settings import DEFAULT_ENGINE_MAX_MEMORY_MB as DEFAULT_BOUND_MB, Runtime
 from .sail import SailProcess
 
 log = logs.get(__name__)
@@ -143,6 +143,21 @@ class RecyclePolicy:
         if cause == REQUESTS:
             return f"it served {self.max_requests} requests"
         return "it ended"
+
+
+def recycle_policy(options: Runtime, door: str) -> RecyclePolicy:
+    """A door's process's policy, from its options (the bounds' defaults differ by door).
+    >>> recycle_policy(Runtime(engine_max_memory_mb=512, engine_max_requests=0), "fivetran").max_memory_bytes // 2**20
+    512
+    >>> p = recycle_policy(Runtime(), "conduit")
+    >>> p.derived, p.headroom_bytes // 2**20, p.max_memory_bytes // 2**20
+    (True, 256, 1024)
+    >>> recycle_policy(Runtime(), "fivetran").derived
+    False
+    """
+    return RecyclePolicy(max_memory_bytes=int(options.engine_memory_bound_mb(door) * MIB),
+                         max_requests=int(options.engine_max_requests),
+                         headroom_bytes=int(options.engine_memory_headroom(door) * MIB))
 
 
 @dataclass(eq=False)
