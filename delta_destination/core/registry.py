@@ -27,7 +27,7 @@ from .events import Events, TableOutcome
 from .delta_log import commits_keep_metadata, table_configuration
 from .memory import TableSize, table_size
 from .target_files import FileStats, TouchedFiles, read_file_stats, touched_files
-from .metastore import Metastore
+from .catalogs import RegisteredTables
 from .model import TableSchema
 from .types import column_from_spark, same_storage
 
@@ -137,7 +137,7 @@ class TableRegistry:
         self.router = router
         self.events = events or Events()
         # Door working tables (events.working_table, set by the door) are never registered.
-        self.metastore = Metastore(router, lambda schema, table: self.events.working_table(schema, table))
+        self.catalogs = RegisteredTables(router, lambda schema, table: self.events.working_table(schema, table))
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._meta_cache: dict[str, metadata.StoredMetadata] = {}

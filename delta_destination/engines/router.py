@@ -251,7 +251,8 @@ class EngineRouter:
 
     @contextmanager
     def catalog_lease(self, settings: Settings) -> Iterator[EngineLease]:
-        """The engine whose catalog is the metastore of `settings.catalog_uri` (Apache Spark: a local
+        """The engine that writes the entries of the catalog `settings.catalog_uri` names
+        (core/catalogs): for the Hive Metastore Apache Spark, whose session catalog it is (a local
         engine is started with that metastore; a remote one must have been)."""
         choice = EngineChoice(SPARK, "the metastore is written by Apache Spark", settings.engine == AUTO, "catalog")
         with self._leased(settings, choice) as lease:
