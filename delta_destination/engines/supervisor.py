@@ -20,8 +20,8 @@ one Sail process (sail_engine.py) at a time, the *current generation*:
   starts a new process.
 
 Both engines write each table with Delta's own commits, so which process serves the next
-request never matters to the data; a process keeps nothing but session-local catalog entries
-and temporary views, which a request recreates. What it costs: a start of ~0.1-1 s on a thread
+request never matters to the data; a process keeps nothing but its sessions' table names (Sail
+names each table it opens) and temporary views, which a request recreates. What it costs: a start of ~0.1-1 s on a thread
 of its own every few hundred to few thousand requests, and the start-up of the first generation.
 """
 from __future__ import annotations
