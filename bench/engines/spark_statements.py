@@ -85,17 +85,17 @@ def main(argv=None) -> int:
     from delta_destination.engines.router import EngineRouter
     from delta_destination.settings import Settings
 
-    pool = EnginePool()
-    core = DeltaCore(EngineRouter(pool), door="bench")
+    router = EngineRouter(EnginePool())
+    core = DeltaCore(router, door="bench")
     settings = Settings.create(args.warehouse or tempfile.mkdtemp(prefix="spark-statements-"), engine=args.engine,
                                spark_remote=args.remote)
     schema = lambda name: TableSchema(name, (Column("id", DataType.LONG, primary_key=True),  # noqa: E731
                                              Column("name", DataType.STRING), Column("qty", DataType.INT),
                                              Column("price", DataType.DOUBLE)))
-    with pool.lease(settings) as session:
+    with router.lease(settings) as lease:   # the session the core's requests get (auto resolved by the router)
         for kv in args.conf:
             key, _, value = kv.partition("=")
-            session.spark.conf.set(key, value)
+            lease.session.spark.conf.set(key, value)
 
     def write(table: str, data: pa.Table):
         cs = ChangeSet()
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
                           "conf": args.conf}
         print(json.dumps(report, indent=1))
     finally:
-        pool.stop()
+        router.stop()
     return 0
 
 

@@ -27,7 +27,7 @@ from .changes import ChangeSet
 from .events import Events, TableOutcome
 from .delta_log import TableSnapshot, commit_entries, commits_keep_metadata, has_commits, read_snapshot
 from .memory import table_size
-from .metastore import Metastore
+from .catalogs import RegisteredTables
 from .model import TableSchema
 from .table_dirs import case_twin, table_location
 from .types import column_from_spark, same_storage
@@ -137,7 +137,7 @@ class TableRegistry:
         self.router = router
         self.events = events or Events()
         # Door working tables (events.working_table, set by the door) are never registered.
-        self.metastore = Metastore(router, lambda schema, table: self.events.working_table(schema, table))
+        self.catalogs = RegisteredTables(router, lambda schema, table: self.events.working_table(schema, table))
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._meta_cache: dict[str, metadata.StoredMetadata] = {}

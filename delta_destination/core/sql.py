@@ -177,7 +177,7 @@ def insert_clause(table: TableSchema) -> str:
 
 def insert_sql(target: str, view: str, table: TableSchema, op: int = OP_UPSERT) -> str:
     """The source's rows of one operation as a plain append (no stored key matches).
-    Positional: `table` must list the Delta table's columns in their order (the catalog's
+    Positional: `table` must list the Delta table's columns in their order (the registry's
     describe does). Sail 0.7.2 resolves an INSERT column list case-sensitively against
     lower-cased names and splits names at dots, so `Name` or `a.b` would fail there.
     >>> insert_sql("t1", "v", TableSchema("t", (Column("id", DataType.INT), Column("a", DataType.STRING))))
@@ -462,29 +462,3 @@ def probe_insert_sql(target: str) -> str:
     'INSERT INTO t1 VALUES (1)'
     """
     return f"INSERT INTO {target} VALUES (1)"
-
-
-# ---- the Hive Metastore (core/metastore.py) ---------------------------------------------------
-def create_database_sql(db: str) -> str:
-    """
-    >>> create_database_sql("sales")
-    'CREATE DATABASE IF NOT EXISTS `sales`'
-    """
-    return f"CREATE DATABASE IF NOT EXISTS {q(db)}"
-
-
-def register_external_sql(db: str, table: str, location: str) -> str:
-    """An external Delta table entry (the metastore points at the table; dropping the entry
-    keeps the data).
-    >>> register_external_sql("sales", "orders", "s3a://b/wh/sales/orders")
-    "CREATE TABLE IF NOT EXISTS `sales`.`orders` USING delta LOCATION 's3a://b/wh/sales/orders'"
-    """
-    return f"CREATE TABLE IF NOT EXISTS {q(db)}.{q(table)} USING delta LOCATION {quote_string(location)}"
-
-
-def unregister_sql(db: str, table: str) -> str:
-    """
-    >>> unregister_sql("sales", "orders")
-    'DROP TABLE IF EXISTS `sales`.`orders`'
-    """
-    return f"DROP TABLE IF EXISTS {q(db)}.{q(table)}"

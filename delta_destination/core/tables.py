@@ -1,4 +1,4 @@
-"""Table definitions: create, alter, truncate (describe is the catalog's).
+"""Table definitions: create, alter, truncate (describing is the registry's: registry.py).
 
 Each is one Delta commit where the data changes (a type change or a dropped column is
 one overwrite commit; Sail has no type widening), plus the metadata property commit.
@@ -58,7 +58,7 @@ def utc_ms_literal(ts: datetime) -> str:
 
 
 class Tables:
-    """create / alter / truncate on the catalog's tables."""
+    """create / alter / truncate on the registry's tables."""
 
     def __init__(self, registry: TableRegistry):
         self.registry = registry
@@ -71,18 +71,18 @@ class Tables:
             t.outcome.columns = schema.columns
             if t.table is not None:
                 if equivalent(t.table, schema):
-                    reg.metastore.register(settings, schema_name, schema.name, t.ref.location)
+                    reg.catalogs.register(settings, schema_name, schema.name, t.ref.location)
                     log.info(f"CreateTable {t.display}: already exists with the same columns (replay)")
                     return
                 raise TableAlreadyExists(f"table {t.display} already exists with different columns")
             reg.check_new_name(settings, t.ref)
-            reg.metastore.check(settings, schema_name, schema.name)
+            reg.catalogs.check(settings, schema_name, schema.name)
             remove_failed_create(t.warehouse, t.ref.location)
             reg.forget(t.ref)
             props = {**t.eng.creation_properties(), **metadata.table_properties(schema, 1)}
             t.eng.create_table(t.ref.location, column_defs(schema.columns), props)
             reg.remember_created(t.ref, schema)
-            reg.metastore.register(settings, schema_name, schema.name, t.ref.location)
+            reg.catalogs.register(settings, schema_name, schema.name, t.ref.location)
             t.outcome.committed, t.outcome.lifecycle = True, "CREATE"
             log.info(f"CreateTable {t.display}: created with {len(schema.columns)} columns")
 

@@ -19,7 +19,7 @@ from .. import logs, metrics
 from ..errors import EngineUnavailable, InvalidRequest, UnsupportedOperation
 from ..storage import store_for
 from ..settings import AUTO, Settings, default_of
-from .choice import base_choice, local_spark_reaches, spark_available
+from .choice import local_spark_reaches
 from .dialect import dialect_for
 from .session import EngineSession
 from .supervisor import RecyclePolicy, SupervisedEngine
@@ -160,44 +160,44 @@ class EnginePool:
             raise UnsupportedOperation(f"the local Apache Spark engine cannot serve {store.name} warehouses: {missing}; "
                                        "use the embedded engine (engine auto or sail) or a spark_remote server that "
                                        "reaches the warehouse")
-        catalog = settings.catalog_uri or None
+        catalog_uri = settings.catalog_uri or None
         while True:
             with self._lock:
                 self._refuse_once_stopped()
-                engine = self._local_spark.get(catalog)
+                engine = self._local_spark.get(catalog_uri)
                 if engine is not None and not engine.alive():
                     log.warning("the local Spark engine exited; starting a new one")
                     metrics.engine_restarted("crash", "spark")
                     self._forget_sessions_of(engine.url)
                     engine.stop()
-                    self._local_spark.pop(catalog)
+                    self._local_spark.pop(catalog_uri)
                     engine = None
                 if engine is not None:
                     if not on_demand:
-                        self._on_demand.discard(catalog)  # asked for by name: kept
+                        self._on_demand.discard(catalog_uri)  # asked for by name: kept
                     return engine.url
-                starting = self._spark_starts.get(catalog)
+                starting = self._spark_starts.get(catalog_uri)
                 if starting is None:
-                    starting = self._spark_starts[catalog] = threading.Event()
+                    starting = self._spark_starts[catalog_uri] = threading.Event()
                     break
             starting.wait()  # another thread starts it; then look again (it may have failed)
             with self._lock:
-                if catalog not in self._local_spark:
+                if catalog_uri not in self._local_spark:
                     raise EngineUnavailable("the local Spark engine did not start (see the log line of its start)")
         try:
-            engine = LocalSparkServer(SparkProcessOptions(catalog_uri=catalog), cancelled=self._stopping)
+            engine = LocalSparkServer(SparkProcessOptions(catalog_uri=catalog_uri), cancelled=self._stopping)
             with self._lock:
                 if self._stopped:
                     engine.stop()
                     raise EngineUnavailable("the destination is stopping")
-                self._local_spark[catalog] = engine
+                self._local_spark[catalog_uri] = engine
                 if on_demand:
-                    self._on_demand.add(catalog)
+                    self._on_demand.add(catalog_uri)
                     self._start_reaper()
             return engine.url
         finally:
             with self._lock:
-                self._spark_starts.pop(catalog).set()
+                self._spark_starts.pop(catalog_uri).set()
 
     @contextmanager
     def lease(self, settings: Settings, on_demand: bool = False, small: bool = False) -> Iterator[EngineSession]:
@@ -205,8 +205,8 @@ class EnginePool:
         replaced or stopped when idle under a lease. One session per engine process and storage
         configuration (a session carries the storage settings of its warehouse), and a second one
         for small statements where the engine's dialect has settings for them (`small`:
-        choice.small_statements). Engine `auto` is resolved here for requests that measured no
-        table (engines/choice.py); `on_demand`: a local Spark engine this starts was chosen by auto,
+        choice.small_statements). The settings name the engine (never auto: the router resolved
+        it, engines/router.py); `on_demand`: a local Spark engine this starts was chosen by auto,
         and is stopped when idle."""
         session, done = self._acquire(settings, on_demand, small)
         try:
@@ -218,7 +218,7 @@ class EnginePool:
                  ) -> tuple[EngineSession, Callable[[], None]]:
         """A held session and what ends its lease."""
         if settings.engine == AUTO:
-            settings, on_demand = resolved(settings)
+            raise ValueError("engine auto reached the engine pool unresolved: the router chooses the engine")
         supervisor = generation = None
         alive = None
         if settings.engine == "sail" and not settings.spark_remote:
@@ -287,9 +287,9 @@ class EnginePool:
     def prestart_spark(self, settings: Settings) -> None:
         """Start (and warm up) the local Spark engine in the background, for a request that will
         soon need it; nothing happens when it runs or is starting."""
-        catalog = settings.catalog_uri or None
+        catalog_uri = settings.catalog_uri or None
         with self._lock:
-            if self._stopped or catalog in self._local_spark or catalog in self._spark_starts:
+            if self._stopped or catalog_uri in self._local_spark or catalog_uri in self._spark_starts:
                 return
         spark = replace(settings, engine="spark")
 
@@ -350,10 +350,10 @@ class EnginePool:
         now = time.monotonic()
         stopping = []
         with self._lock:
-            for catalog in list(self._on_demand):
-                engine = self._local_spark.get(catalog)
+            for catalog_uri in list(self._on_demand):
+                engine = self._local_spark.get(catalog_uri)
                 if engine is None:
-                    self._on_demand.discard(catalog)
+                    self._on_demand.discard(catalog_uri)
                     continue
                 sessions = [s for k, s in self._sessions.items() if k[1] == engine.url]
                 if any(s.busy for s in sessions):
@@ -362,8 +362,8 @@ class EnginePool:
                 if now - last < self.idle_seconds:
                     continue
                 self._forget_sessions_of(engine.url)
-                self._local_spark.pop(catalog)
-                self._on_demand.discard(catalog)
+                self._local_spark.pop(catalog_uri)
+                self._on_demand.discard(catalog_uri)
                 stopping.append((engine, sessions))
         pids = []
         for engine, sessions in stopping:
@@ -377,10 +377,8 @@ class EnginePool:
 
     def healthy(self, settings: Settings) -> bool:
         """Does the engine answer now? A local engine that died is not restarted here (the
-        health service must see the outage); `get` restarts it. With auto: the engine requests
-        go to first (Sail), and a local Spark engine only while it is expected to run."""
-        if settings.engine == AUTO:
-            settings, _ = resolved(settings)
+        health service must see the outage); `lease` restarts it. The settings name the engine the
+        router resolved (EngineRouter.healthy); a local Spark engine answers only while it runs."""
         if settings.engine == "spark" and not settings.spark_remote:
             engine = self._local_spark.get(settings.catalog_uri or None)
             if engine is None or not engine.alive():
@@ -389,10 +387,10 @@ class EnginePool:
             return False
         return self.answers(settings)
 
-    def answers(self, settings: Settings) -> bool:
-        """Can the engine be reached, starting (or restarting) a local one if needed?"""
+    def answers(self, settings: Settings, on_demand: bool = False) -> bool:
+        """Can the engine be reached, starting (or restarting) a local one if needed (`on_demand`: see lease)?"""
         try:
-            with self.lease(settings) as session:
+            with self.lease(settings, on_demand) as session:
                 session.answers()
             return True
         except Exception:  # noqa: BLE001 - any failure means "does not answer"
@@ -419,13 +417,6 @@ class EnginePool:
                     engine.stop()
                 except Exception:  # noqa: BLE001 - shutting down
                     pass
-
-
-def resolved(settings: Settings) -> tuple[Settings, bool]:
-    """Engine auto for a request that measured no table: the settings with the engine it gets,
-    and whether that engine is started on demand (engines/choice.py)."""
-    choice = base_choice(settings, spark_available(settings))
-    return choice.settings(settings), choice.auto
 
 
 def release_sessions(sessions: list[EngineSession], timeout: float = 10.0) -> None:

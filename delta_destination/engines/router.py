@@ -18,12 +18,13 @@ from dataclasses import dataclass, field, replace
 from typing import Iterator, Optional
 
 from .. import logs, metrics
-from ..settings import AUTO, Settings
+from ..settings import AUTO, Runtime, Settings
 from .choice import (SAIL, SPARK, EngineChoice, base_choice, merge_choice, should_prestart, small_statements, spark_available,
                      upkeep_choice)
 from .dialect import Dialect, dialect_for
 from .pool import EnginePool
 from .session import EngineSession
+from .supervisor import recycle_policy
 
 log = logs.get(__name__)
 
@@ -86,6 +87,11 @@ class EngineRouter:
     def __init__(self, pool: EnginePool):
         self.pool = pool
 
+    @classmethod
+    def for_runtime(cls, options: Runtime, door: str) -> "EngineRouter":
+        """The router of a door's process, over an engine pool as the process's options say."""
+        return cls(EnginePool(idle_minutes=options.spark_idle_minutes, recycle=recycle_policy(options, door)))
+
     def choose(self, settings: Settings, upkeep: bool = False) -> EngineChoice:
         """The engine of an operation that measures no table (choice.py)."""
         return (upkeep_choice if upkeep else base_choice)(settings, spark_available(settings))
@@ -102,6 +108,38 @@ class EngineRouter:
         if settings.engine == AUTO and settings.spark_remote and base.engine == SAIL:
             out.append((f"the Apache Spark server at {settings.spark_remote_shown}", replace(settings, engine=SPARK)))
         return out
+
+    def silent_engines(self, settings: Settings) -> list[str]:
+        """The labels of `engines_to_check` whose engine did not answer (a setup test's result)."""
+        return [label for label, served in self.engines_to_check(settings) if not self.pool.answers(served)]
+
+    # ---- the doors' calls (through DeltaCore): start, warm up, health, stop. Not a request's
+    # choice, so not counted in the engine-choice metric.
+    def start(self, settings: Settings) -> None:
+        """Start (or connect to) the engine requests of these settings go to first; raises what
+        the start raised."""
+        choice = self.choose(settings)
+        with self.pool.lease(choice.settings(settings), on_demand=choice.auto):
+            pass
+
+    def warm_up(self, settings: Settings) -> None:
+        """A configured local Apache Spark engine that runs is warmed up in the background (pool.warm_up)."""
+        if settings.engine == SPARK and not settings.spark_remote:
+            self.pool.warm_up_in_background(settings)
+
+    def healthy(self, settings: Settings) -> bool:
+        """Does the engine requests of these settings go to first answer now (a local one that died
+        is not restarted: see EnginePool.healthy)?"""
+        return self.pool.healthy(self.choose(settings).settings(settings))
+
+    def answers(self, settings: Settings) -> bool:
+        """Can that engine be reached, starting (or restarting) a local one if needed?"""
+        choice = self.choose(settings)
+        return self.pool.answers(choice.settings(settings), on_demand=choice.auto)
+
+    def stop(self) -> None:
+        """Every engine process stops (a start in progress is cancelled)."""
+        self.pool.stop()
 
     def notice(self, settings: Settings) -> Optional[str]:
         """What an operator should know of how requests of these settings are served (None: nothing
@@ -154,7 +192,8 @@ class EngineRouter:
 
     @contextmanager
     def catalog_lease(self, settings: Settings) -> Iterator[EngineLease]:
-        """The engine whose catalog is the metastore of `settings.catalog_uri` (Apache Spark: a local
+        """The engine that writes the entries of the catalog `settings.catalog_uri` names
+        (core/catalogs): for the Hive Metastore Apache Spark, whose session catalog it is (a local
         engine is started with that metastore; a remote one must have been)."""
         choice = EngineChoice(SPARK, "the metastore is written by Apache Spark", settings.engine == AUTO, "catalog")
         with self._leased(settings, choice) as lease:

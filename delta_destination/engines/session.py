@@ -2,7 +2,8 @@
 
 The core never touches Spark Connect objects. It hands this session statements built by
 core/sql.py (`execute`, `rows`, `arrow`), Arrow data to use in them (`shipped`), and asks
-for table operations by location (`create_table`, `overwrite`, `create_as`, ...). Every
+for table operations by location (`create_table`, `overwrite`, `create_as`, ...) and for
+entries in its session catalog by name (`register_entry`, ...: core/catalogs/hive.py). Every
 call names its action, runs under the engine's error classification and commit-conflict
 retry (errors.run_engine), and leaves engine differences to the dialect.
 """
@@ -20,7 +21,8 @@ from ..warehouse import Warehouse
 from .dialect import Dialect
 from .errors import run_engine
 from .shipping import LOCAL_RELATION_LIMIT, as_local_relation
-from .statements import drop_table_sql, set_properties_sql
+from .statements import (create_database_sql, describe_extended_sql, drop_table_sql, qualified_name, register_table_sql,
+                         set_properties_sql, show_databases_sql, show_tables_sql)
 
 
 class EngineSession:
@@ -124,6 +126,25 @@ class EngineSession:
         except Exception:  # noqa: BLE001 - any failure to load means "no table there"
             return False
 
+    # ---- entries in the engine's session catalog, by name (core/catalogs/hive.py) -------------------
+    def register_entry(self, db: str, table: str, location: str) -> None:
+        """An external Delta table entry `db.table` at `location` (and its database), both idempotent."""
+        self.execute(f"register database {db} in the metastore", create_database_sql(db))
+        self.execute(f"register table {db}.{table} in the metastore",
+                     register_table_sql(qualified_name(db, table), self.path(location)))
+
+    def drop_entry(self, db: str, table: str) -> None:
+        """The entry `db.table` is gone (an external table: its data stays)."""
+        self.execute(f"unregister table {db}.{table} from the metastore", drop_table_sql(qualified_name(db, table)))
+
+    def entry_rows(self, db: str, table: str) -> Optional[list[tuple]]:
+        """DESCRIBE TABLE EXTENDED of the entry `db.table` (None: there is none)."""
+        if not self.rows(f"look for database {db} in the metastore", show_databases_sql(db)):
+            return None
+        if not self.rows(f"look for table {db}.{table} in the metastore", show_tables_sql(db, table)):
+            return None
+        return self.rows(f"describe table {db}.{table} of the metastore", describe_extended_sql(qualified_name(db, table)))
+
     def create_table(self, location: str, columns_sql: str, properties: dict[str, str]) -> None:
         self.dialect.create_table(self.spark, self.path(location), columns_sql, properties)
 
@@ -149,8 +170,8 @@ class EngineSession:
 
     def create_as(self, action: str, location: str, select_sql: str, properties: dict[str, str]) -> None:
         """A new table at `location` holding the query's rows, its properties and this engine's
-        table features, in ONE commit (written through a temporary catalog name, unregistered
-        right after; the data stays)."""
+        table features, in ONE commit (written through a temporary table name of the engine's session,
+        dropped right after; the data stays)."""
         ident = f"fivetran_tmp_{uuid.uuid4().hex}"
 
         def go():

@@ -1,7 +1,8 @@
-"""Pure builders of the statements the engine layer issues itself: naming tables, creating
-them, their properties, metadata-only column changes and upkeep. No engine, no I/O, exact
-strings (unit tests: tests/unit/test_sql.py). The core's own statements (MERGE, INSERT, history,
-migrations) are built in core/sql.py.
+"""Pure builders of the statements that name, create, register and describe tables: the engine
+layer's own (naming tables, creating them, their properties, metadata-only column changes and
+upkeep) and entries in the engine's session catalog (EngineSession.register_entry, for
+core/catalogs/hive.py). No engine, no I/O, exact strings (unit tests: tests/unit/test_sql.py).
+The core's own statements (MERGE, INSERT, history, migrations) are built in core/sql.py.
 """
 from __future__ import annotations
 
@@ -42,6 +43,18 @@ def create_table_sql(ident: str, columns_sql: str, properties: dict[str, str], l
     return sql
 
 
+def qualified_name(db: str, table: str) -> str:
+    """A table's name in a database of the session catalog.
+    >>> qualified_name("sales", "orders")
+    '`sales`.`orders`'
+    >>> register_table_sql(qualified_name("sales", "orders"), "s3a://b/wh/sales/orders")
+    "CREATE TABLE IF NOT EXISTS `sales`.`orders` USING delta LOCATION 's3a://b/wh/sales/orders'"
+    >>> drop_table_sql(qualified_name("sales", "orders"))
+    'DROP TABLE IF EXISTS `sales`.`orders`'
+    """
+    return f"{q(db)}.{q(table)}"
+
+
 def register_table_sql(ident: str, location: str) -> str:
     """A catalog entry for the Delta table at `location` (external: dropping it keeps the data).
     >>> register_table_sql("t_1", "/wh/s/t")
@@ -56,6 +69,38 @@ def drop_table_sql(ident: str) -> str:
     'DROP TABLE IF EXISTS t_1'
     """
     return f"DROP TABLE IF EXISTS {ident}"
+
+
+def create_database_sql(db: str) -> str:
+    """
+    >>> create_database_sql("sales")
+    'CREATE DATABASE IF NOT EXISTS `sales`'
+    """
+    return f"CREATE DATABASE IF NOT EXISTS {q(db)}"
+
+
+def show_databases_sql(db: str) -> str:
+    """The databases named `db` (a name of letters, digits and `_`: no pattern character).
+    >>> show_databases_sql("sales")
+    "SHOW DATABASES LIKE 'sales'"
+    """
+    return f"SHOW DATABASES LIKE {quote_string(db)}"
+
+
+def show_tables_sql(db: str, table: str) -> str:
+    """
+    >>> show_tables_sql("sales", "orders")
+    "SHOW TABLES IN `sales` LIKE 'orders'"
+    """
+    return f"SHOW TABLES IN {q(db)} LIKE {quote_string(table)}"
+
+
+def describe_extended_sql(ident: str) -> str:
+    """
+    >>> describe_extended_sql("`sales`.`orders`")
+    'DESCRIBE TABLE EXTENDED `sales`.`orders`'
+    """
+    return f"DESCRIBE TABLE EXTENDED {ident}"
 
 
 def set_properties_sql(ident: str, props: dict[str, str]) -> str:

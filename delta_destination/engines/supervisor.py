@@ -20,8 +20,8 @@ one Sail process (sail_engine.py) at a time, the *current generation*:
   starts a new process.
 
 Both engines write each table with Delta's own commits, so which process serves the next
-request never matters to the data; a process keeps nothing but session-local catalog entries
-and temporary views, which a request recreates. What it costs: a start of ~0.1-1 s on a thread
+request never matters to the data; a process keeps nothing but its sessions' table names (Sail
+names each table it opens) and temporary views, which a request recreates. What it costs: a start of ~0.1-1 s on a thread
 of its own every few hundred to few thousand requests, and the start-up of the first generation.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Callable, Optional
 
 from .. import logs, metrics
 from ..errors import EngineUnavailable
-from ..settings import DEFAULT_ENGINE_MAX_MEMORY_MB as DEFAULT_BOUND_MB, DEFAULT_ENGINE_MEMORY_HEADROOM_MB, default_of
+from ..settings import DEFAULT_ENGINE_MAX_MEMORY_MB as DEFAULT_BOUND_MB, DEFAULT_ENGINE_MEMORY_HEADROOM_MB, Runtime, default_of
 from .sail import SailProcess
 
 log = logs.get(__name__)
@@ -143,6 +143,21 @@ class RecyclePolicy:
         if cause == REQUESTS:
             return f"it served {self.max_requests} requests"
         return "it ended"
+
+
+def recycle_policy(options: Runtime, door: str) -> RecyclePolicy:
+    """A door's process's policy, from its options (the bounds' defaults differ by door).
+    >>> recycle_policy(Runtime(engine_max_memory_mb=512, engine_max_requests=0), "fivetran").max_memory_bytes // 2**20
+    512
+    >>> p = recycle_policy(Runtime(), "conduit")
+    >>> p.derived, p.headroom_bytes // 2**20, p.max_memory_bytes // 2**20
+    (True, 256, 1024)
+    >>> recycle_policy(Runtime(), "fivetran").derived
+    False
+    """
+    return RecyclePolicy(max_memory_bytes=int(options.engine_memory_bound_mb(door) * MIB),
+                         max_requests=int(options.engine_max_requests),
+                         headroom_bytes=int(options.engine_memory_headroom(door) * MIB))
 
 
 @dataclass(eq=False)

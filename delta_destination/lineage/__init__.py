@@ -2,7 +2,7 @@
 
 A door wires it with ONE call after building its core, and closes it on shutdown:
 
-    runtime = open_core("airbyte", options)      # doors/runtime.py: engines, core, metrics, and this
+    runtime = open_core("airbyte", options)      # doors/runtime.py: the core (its engines), metrics, and this
     lineage = delta_destination.lineage.attach(runtime.core)      # reads the environment
     ...
     lineage.close()

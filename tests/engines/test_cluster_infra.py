@@ -424,6 +424,37 @@ def test_destination_stages_a_big_batch_on_s3_for_both_executors(cluster, destin
     assert {"worker1", "worker2"} <= set(grew), (tasks_before, tasks_after, where)
 
 
+def test_the_hive_catalog_registers_describes_renames_and_drops_through_the_router(cluster, spark):
+    """core/catalogs/hive.py against the cluster's metastore, its engine work through the router's
+    catalog lease: what it registers another session finds by name, describe gives the location,
+    a rename and a drop move or remove the name only, and no entry describes as None."""
+    from delta_destination.core.catalogs import catalog_for
+    from delta_destination.engines.pool import EnginePool
+    from delta_destination.engines.router import EngineRouter
+    from delta_destination.settings import Settings
+
+    if cluster.s3 is None:
+        pytest.skip("the cluster's S3 warehouse is needed (SeaweedFS and the S3A jars)")
+    settings = Settings.create(**cluster.destination_settings())
+    location = f"{cluster.warehouse}/infra_hive/t"
+    spark.range(3).write.format("delta").save(location.replace("s3://", "s3a://"))
+    pool = EnginePool()
+    try:
+        hive = catalog_for(settings, EngineRouter(pool))
+        hive.check("infra_hive", "T_1")
+        hive.register("infra_hive", "T_1", location)
+        assert hive.describe("infra_hive", "T_1").rstrip("/").endswith("infra_hive/t")
+        assert second_session(cluster, "infra_hive")["tables"] == ["t_1"]
+        hive.rename("infra_hive", "t_1", "t_2", location)
+        assert hive.describe("infra_hive", "t_1") is None
+        assert second_session(cluster, "infra_hive")["tables"] == ["t_2"]
+        hive.drop("infra_hive", "t_2")
+        assert hive.describe("infra_hive", "t_2") is None and hive.describe("infra_no_such_db", "t") is None
+        assert delta_rows(cluster, location) == {"n": 3, "s": 3}   # the data stays
+    finally:
+        pool.stop()
+
+
 def test_destination_tables_are_visible_by_name_from_another_session(cluster, destination):
     """The table the destination created is in the metastore: another process's Spark Connect
     session finds it by name, with every row."""

@@ -7,7 +7,7 @@ from datetime import date, datetime, timezone
 
 import pytest
 
-from delta_destination.doors.airbyte.catalog import Mode, plan_catalog, plan_stream
+from delta_destination.doors.airbyte.stream_plans import Mode, plan_catalog, plan_stream
 from delta_destination.doors.airbyte.errors import CatalogInvalid, RecordRejected
 from delta_destination.doors.airbyte.records import Record, check_identity, fit_size, latest_per_key, to_arrow
 from delta_destination.doors.airbyte.states import StateLedger

@@ -51,9 +51,9 @@ class TableMigrations(MigrationFamily):
         with self.registry.session(settings) as eng, self.registry.locked(ref):
             if not self.registry.exists(eng, ref):
                 self.forget(eng, ref)
-                self.registry.metastore.unregister(settings, d.schema, d.table)
+                self.registry.catalogs.drop(settings, d.schema, d.table)
                 return SUCCESS, "drop_table: the table does not exist (nothing to drop)"
-            self._drop(eng, ref, hide=lambda: self.registry.metastore.unregister(settings, d.schema, d.table))
+            self._drop(eng, ref, hide=lambda: self.registry.catalogs.drop(settings, d.schema, d.table))
         return SUCCESS, "drop_table: dropped"
 
     def _drop(self, eng: EngineSession, ref: TableRef, hide: Callable[[], None]) -> None:
@@ -99,32 +99,32 @@ class TableMigrations(MigrationFamily):
                 marker = self._marker(src, "rename")
                 if self._is_own_copy(dst, marker, source_exists=True):
                     # a crash between the copy and the drop: finish it
-                    self._drop(eng, src, hide=lambda: self.registry.metastore.moved(
+                    self._drop(eng, src, hide=lambda: self.registry.catalogs.rename(
                         settings, d.schema, src.table, dst.table, dst.location))
                     return SUCCESS, f"rename_table: {src.display} renamed to {dst.table} (replay finished the drop)"
                 raise TableAlreadyExists(f"rename_table: table {dst.display} already exists; {src.display} was not renamed")
             if dst_exists:
                 self.forget(eng, src)
-                self.registry.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
+                self.registry.catalogs.rename(settings, d.schema, src.table, dst.table, dst.location)
                 return SUCCESS, f"rename_table: {src.display} is already renamed to {dst.table} (replay)"
             if not src_exists:
                 raise TableNotFound(f"rename_table: table {src.display} does not exist")
             if src.table.casefold() != dst.table.casefold():  # a rename of case alone is fine
                 self.registry.check_new_name(settings, dst)
-            self.registry.metastore.check(settings, d.schema, dst.table)
+            self.registry.catalogs.check(settings, d.schema, dst.table)
             if src.warehouse.can_rename:
                 self._clear_way(dst)
                 self.fs("rename_table", lambda: src.warehouse.storage.rename_dir(src.location, dst.location))
                 self.forget(eng, src)
                 self.forget(eng, dst)
-                self.registry.metastore.moved(settings, d.schema, src.table, dst.table, dst.location)
+                self.registry.catalogs.rename(settings, d.schema, src.table, dst.table, dst.location)
                 how = f"renamed to {dst.table}"
             else:
                 source = self.registry.require(eng, src)
                 marker = self._marker(src, "rename")
                 self._create_from(eng, dst, TableSchema(dst.table, source.columns),
                                   lambda view: select_sql(eng.table_name(src.location), ["*"]), None, marker)
-                self._drop(eng, src, hide=lambda: self.registry.metastore.moved(
+                self._drop(eng, src, hide=lambda: self.registry.catalogs.rename(
                     settings, d.schema, src.table, dst.table, dst.location))
                 how = f"copied to {dst.table} in one commit, then {src.table} dropped"
         return SUCCESS, f"rename_table: {how}"
@@ -156,13 +156,13 @@ class TableMigrations(MigrationFamily):
             marker = self._marker(src, kind) if source is not None else {"source": src.display, "version": None, "kind": kind}
             if self.registry.exists(eng, dst):
                 if self._is_own_copy(dst, marker, source is not None):
-                    self.registry.metastore.register(settings, d.schema, dst.table, dst.location)
+                    self.registry.catalogs.register(settings, d.schema, dst.table, dst.location)
                     return SUCCESS, f"{what}: {dst.table} is already this copy (replay)"
                 raise TableAlreadyExists(f"{what}: table {dst.display} already exists")
             if source is None:
                 raise TableNotFound(f"{what}: table {src.display} does not exist")
             self.registry.check_new_name(settings, dst)
-            self.registry.metastore.check(settings, d.schema, dst.table)
+            self.registry.catalogs.check(settings, d.schema, dst.table)
             src_name = eng.table_name(src.location)
             if kind == "copy":
                 target = TableSchema(dst.table, source.columns)
@@ -175,7 +175,7 @@ class TableMigrations(MigrationFamily):
                 target = TableSchema(dst.table, conv.target.columns)
                 self._create_from(eng, dst, target, lambda view: conv.select(src_name, view), conv.params, marker)
                 how = f"({conv.how}) copied into"
-            self.registry.metastore.register(settings, d.schema, dst.table, dst.location)
+            self.registry.catalogs.register(settings, d.schema, dst.table, dst.location)
         return SUCCESS, f"{what}: {how} {dst.table}"
 
     def _marker(self, src: TableRef, kind: str) -> dict:

@@ -14,7 +14,7 @@ from typing import Optional
 from ... import errors, logs, metrics
 from ..runtime import open_core
 from ..process_exit import exit_now
-from .catalog import is_staging_table, plan_catalog
+from .stream_plans import is_staging_table, plan_catalog
 from .config import load_json_file, parse_config, spec
 from .errors import CatalogInvalid, ConfigInvalid
 from .protocol import LogHandler, Output, connection_status, read_lines, spec_message, trace_error

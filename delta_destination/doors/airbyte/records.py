@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ...core.model import DataType, TableSchema
 from ...core.types import arrow_type
-from .catalog import CDC_DELETED_AT, EXTRACTED_AT, GENERATION_ID, META, RAW_ID, STAGING_SEQ, StreamPlan
+from .stream_plans import CDC_DELETED_AT, EXTRACTED_AT, GENERATION_ID, META, RAW_ID, STAGING_SEQ, StreamPlan
 from .errors import RecordRejected
 
 INT64 = (-(2 ** 63), 2 ** 63 - 1)

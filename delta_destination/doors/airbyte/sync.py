@@ -21,7 +21,7 @@ from airbyte_protocol.models import AirbyteStateType, AirbyteStreamStatus, Trace
 
 from ... import logs
 from ...core.api import DeltaCore
-from .catalog import StreamPlan
+from .stream_plans import StreamPlan
 from .config import DestinationConfig
 from .errors import ProtocolViolation, RecordRejected
 from .protocol import parse_line

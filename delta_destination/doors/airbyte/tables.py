@@ -28,7 +28,7 @@ from ...core.api import DeltaCore
 from ...core.changes import ChangeSet, Changes, Op
 from ...core.model import TableSchema
 from ...settings import Settings
-from .catalog import COVERED_PROPERTY, GENERATION_ID, STAGING_PREFIX, STAGING_SEQ, Mode, StreamPlan
+from .stream_plans import COVERED_PROPERTY, GENERATION_ID, STAGING_PREFIX, STAGING_SEQ, Mode, StreamPlan
 from .records import Record, is_cdc_delete, latest_per_key, to_arrow
 
 log = logs.get(__name__)

@@ -58,8 +58,7 @@ def make_core(cfg):
 
     runtime = open_core("conduit", cfg.runtime)
     _RUNTIMES.append(runtime)
-    with runtime.engines.lease(cfg.settings):   # started now (or the Open fails): the first batch does not wait
-        pass
+    runtime.core.start_engines(cfg.settings)   # started now (or the Open fails): the first batch does not wait
     return runtime.core
 
 

@@ -16,8 +16,8 @@ from ... import logs
 from ..runtime import open_core
 from ...errors import DestinationError
 from ..process_exit import exit_now
+from ...core.api import DeltaCore
 from ...core.upkeep import PeriodicUpkeep, UpkeepOptions
-from ...engines.router import check_warehouse
 from ...settings import PROCESS, RUNTIME_FIELDS, Settings, add_flags, from_flags, runtime_from_values
 from ._proto import destination_sdk_pb2_grpc
 from .batch_files import FileFormat
@@ -94,13 +94,13 @@ def main(argv=None) -> int:
     try:
         settings = from_flags(args)
         options = runtime_from_values({f.key: getattr(args, f.key) for f in RUNTIME_FIELDS})
-        check_warehouse(settings)
+        DeltaCore.check_warehouse(settings)
         upkeep_options = UpkeepOptions(retention_hours=int(args.vacuum_retention_hours))
     except DestinationError as exc:
         raise SystemExit(f"fivetran-delta-destination: {exc.message}") from None
     runtime = open_core("fivetran", options)
-    engines, core = runtime.engines, runtime.core
-    notice = core.router.notice(settings)
+    core = runtime.core
+    notice = core.engine_notice(settings)
     if notice:
         log.warning(notice)
     try:
@@ -130,10 +130,9 @@ def main(argv=None) -> int:
 
     def start_engine():
         try:
-            with engines.lease(settings):
-                pass
-            if settings.engine == "spark" and not settings.spark_remote and not signals:
-                engines.warm_up_in_background(settings)
+            core.start_engines(settings)
+            if not signals:
+                core.warm_up_engines(settings)   # a configured local Spark engine, while the destination serves
             if not signals:
                 published.set(True)
         except Exception as exc:  # noqa: BLE001
@@ -151,10 +150,10 @@ def main(argv=None) -> int:
 
     def watch_health():
         while not stop.wait(HEALTH_INTERVAL):
-            ok = engines.healthy(settings)
+            ok = core.engines_healthy(settings)
             published.set(ok)
             if not ok:
-                engines.answers(settings)  # restarts a local engine that died; the next round reports it
+                core.engines_answer(settings)  # restarts a local engine that died; the next round reports it
 
     threading.Thread(target=watch_health, name="health", daemon=True).start()
     periodic = PeriodicUpkeep(core.upkeep, settings, args.upkeep_interval_hours, upkeep_options,

@@ -50,11 +50,11 @@ def configuration_form(settings: Settings) -> common_pb2.ConfigurationFormRespon
 
 def run_setup_test(name: str, settings: Settings, core) -> Optional[str]:
     """Returns None on success, or a message the customer can act on."""
-    notice = core.router.notice(settings)
+    notice = core.engine_notice(settings)
     if notice:
         log.warning(f"Test {name}: {notice}")
     if name == TEST_ENGINE:
-        silent = [label for label, engine in core.router.engines_to_check(settings) if not core.engines.answers(engine)]
+        silent = core.silent_engines(settings)
         if not silent:
             return None
         what = " and ".join(silent)
