@@ -25,7 +25,7 @@ from .. import logs
 from . import metadata
 from .changes import ChangeSet
 from .events import Events, TableOutcome
-from .delta_log import TableSnapshot, commit_entries, commits_keep_metadata, has_commits, read_snapshot
+from .delta_log import TableSnapshot, commit_entries, commits_keep_metadata, has_commits, latest_property, read_snapshot
 from .memory import table_size
 from .catalogs import RegisteredTables
 from .model import TableSchema
@@ -334,6 +334,11 @@ class TableRegistry:
             if snapshot is not None:
                 value = snapshot.configuration.get(key)
                 return [value] if value else []
+            # A table delta-rs refuses (a protocol feature it lacks): the newest metaData action of
+            # the JSON commits, read by the same module.
+            value = latest_property(ref.warehouse, ref.location, key)
+            if value is not None:
+                return [value]
         return eng.property_values(f"read property {key} of {ref.display}", ref.location, key)
 
     def remember_created(self, ref: TableRef, schema: TableSchema) -> None:

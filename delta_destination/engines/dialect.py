@@ -272,6 +272,9 @@ class SailDialect(Dialect):
         self.schema_changed(spark, location)
 
     def property_values(self, spark, location: str, key: str) -> list[str]:
+        """Sail has no SHOW TBLPROPERTIES, so it reads the log's metaData actions itself. The core
+        asks only where it cannot read the log (core/registry.py property_values: the table's
+        snapshot, then its JSON commits, come first)."""
         from pyspark.sql import functions as F
 
         log_dir = location.rstrip("/") + "/_delta_log"

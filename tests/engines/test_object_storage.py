@@ -201,7 +201,7 @@ def test_staged_parquet_parts_keep_order_types_and_privacy(warehouse_kind, reque
         else:
             assert codec == "SNAPPY"
     finally:
-        wh.remove_staging(location)
+        wh.storage.delete_tree(location)
     assert wh.storage.list(location) == []
 
 
