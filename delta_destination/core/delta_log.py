@@ -64,11 +64,52 @@ def _actions(warehouse: Warehouse, location: str, version: int) -> list[dict]:
 
 def latest_property(warehouse: Warehouse, location: str, key: str) -> Optional[str]:
     """The value of a table property in the newest metaData action of the JSON commits."""
+    configuration = newest_configuration(warehouse, location, checkpoints=False)
+    return configuration.get(key) if configuration is not None else None
+
+
+def newest_configuration(warehouse: Warehouse, location: str, checkpoints: bool = True) -> Optional[dict[str, str]]:
+    """The table's properties as its newest metaData action says, read without delta-rs (for tables
+    delta-rs refuses: a protocol feature it lacks): the newest JSON commit that holds one, else
+    (`checkpoints`) the newest checkpoint's. Log cleanup removes the oldest commits first, so a
+    JSON commit that is kept is newer than every one removed. None: no metaData action readable."""
     versions = sorted((int(e.name[:20]) for e in commit_entries(warehouse, location)), reverse=True)
     for version in versions:
         meta = metadata_of(warehouse, location, version)
         if meta is not None:
-            return (meta.get("configuration") or {}).get(key)
+            return dict(meta.get("configuration") or {})
+    return checkpoint_configuration(warehouse, location) if checkpoints else None
+
+
+# Classic (`n.checkpoint.parquet`), multi-part (`n.checkpoint.i.k.parquet`) and V2 (`n.checkpoint.<uuid>.parquet`
+# or `.json`, whose top-level file holds the metaData action) checkpoints.
+CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(\.[^/]+)?\.(parquet|json)$")
+
+
+def checkpoint_configuration(warehouse: Warehouse, location: str) -> Optional[dict[str, str]]:
+    """The properties in the newest checkpoint's metaData action (one file, the parts of a
+    multi-part one, or a V2 checkpoint's top-level file); None when there is none or it cannot be read."""
+    import pyarrow.parquet as pq
+
+    found: dict[int, list[str]] = {}
+    for e in warehouse.storage.list(warehouse.join_location(location, LOG_DIR)):
+        m = CHECKPOINT_FILE.match(e.name)
+        if m and not e.is_dir:
+            found.setdefault(int(m.group(1)), []).append(e.location)
+    if not found:
+        return None
+    for path in sorted(found[max(found)]):
+        try:
+            data = warehouse.storage.read_bytes(path)
+            if path.endswith(".json"):
+                metas = [json.loads(line).get("metaData") for line in data.decode("utf-8").splitlines() if line.strip()]
+            else:
+                metas = pq.read_table(pa.BufferReader(data), columns=["metaData"]).column("metaData").to_pylist()
+        except (OSError, KeyError, ValueError, AttributeError, pa.ArrowException):
+            return None
+        for meta in metas:
+            if isinstance(meta, dict):
+                return dict(meta.get("configuration") or [])
     return None
 
 

@@ -25,7 +25,7 @@ from .. import logs
 from . import metadata
 from .changes import ChangeSet
 from .events import Events, TableOutcome
-from .delta_log import TableSnapshot, commit_entries, commits_keep_metadata, has_commits, latest_property, read_snapshot
+from .delta_log import TableSnapshot, commit_entries, commits_keep_metadata, has_commits, newest_configuration, read_snapshot
 from .memory import table_size
 from .catalogs import RegisteredTables
 from .model import TableSchema
@@ -326,19 +326,20 @@ class TableRegistry:
         return meta
 
     def property_values(self, eng: EngineSession, ref: TableRef, key: str) -> list[str]:
-        """The values a table property has had, the current one last: read from the table's
-        snapshot (its current value) where the destination reads the log itself, else every value
-        the engine finds in the log (which it cannot order: properties read that way only grow)."""
+        """The values a table property has had, the current one last: where the destination reads
+        the log itself, its current value (the table's snapshot, or its newest metaData action for a
+        table delta-rs refuses); elsewhere (a store only the engine reaches) what the engine says."""
         if ref.warehouse.can_list:
             snapshot = read_snapshot(ref.warehouse, ref.location)
             if snapshot is not None:
                 value = snapshot.configuration.get(key)
                 return [value] if value else []
-            # A table delta-rs refuses (a protocol feature it lacks): the newest metaData action of
-            # the JSON commits, read by the same module.
-            value = latest_property(ref.warehouse, ref.location, key)
-            if value is not None:
-                return [value]
+            # A table delta-rs refuses (a protocol feature it lacks): its newest metaData action,
+            # read by the same module from the JSON commits or the newest checkpoint.
+            configuration = newest_configuration(ref.warehouse, ref.location)
+            if configuration is not None:
+                value = configuration.get(key)
+                return [value] if value else []
         return eng.property_values(f"read property {key} of {ref.display}", ref.location, key)
 
     def remember_created(self, ref: TableRef, schema: TableSchema) -> None:

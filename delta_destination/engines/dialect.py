@@ -272,23 +272,10 @@ class SailDialect(Dialect):
         self.schema_changed(spark, location)
 
     def property_values(self, spark, location: str, key: str) -> list[str]:
-        """Sail has no SHOW TBLPROPERTIES, so it reads the log's metaData actions itself. The core
-        asks only where it cannot read the log (core/registry.py property_values: the table's
-        snapshot, then its JSON commits, come first)."""
-        from pyspark.sql import functions as F
-
-        log_dir = location.rstrip("/") + "/_delta_log"
-        json_df = spark.read.schema("metaData STRUCT<configuration: MAP<STRING,STRING>>").json(log_dir + "/*.json")
-        texts = [r[0] for r in json_df.where("metaData IS NOT NULL")
-                 .select(F.col("metaData.configuration").getItem(key)).collect() if r[0]]
-        try:  # checkpoints exist once another engine cleaned up old JSON commits
-            ck = spark.read.parquet(log_dir + "/*.checkpoint*.parquet")
-            if "metaData" in ck.columns:
-                texts += [r[0] for r in ck.where("metaData IS NOT NULL")
-                          .select(F.col("metaData.configuration").getItem(key)).collect() if r[0]]
-        except Exception:  # noqa: BLE001 - no checkpoint
-            pass
-        return texts
+        """Sail 0.7.2 has no SHOW TBLPROPERTIES (nor DESCRIBE DETAIL). Sail reaches only warehouses the
+        destination lists itself, whose tables' properties the core reads from the Delta log
+        (core/registry.py property_values): it is never asked."""
+        raise UnsupportedOperation(f"{self.name} cannot list a table's properties (SHOW TBLPROPERTIES){SPARK_HINT}")
 
 
 def _registered_name(location: str) -> str:
