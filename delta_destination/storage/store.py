@@ -40,6 +40,8 @@ class Store:
         """Its settings given in `values` (by key) over `base`: each field parsed by its declaration.
         A tri-state flag given as `auto` (or empty) goes back to automatic (None); any other flag
         so given keeps its value."""
+        if not self.fields:
+            return base
         unset = self.options_type()
         changes = {}
         for f in self.fields:
@@ -116,34 +118,6 @@ class UnlistedStore(Store):
     name = "unlisted"
     storage_class = UnlistedStorage
     embedded_reaches = False
-
-    def options_from_values(self, values: Mapping[str, Any], base: Any) -> Any:
-        """Its settings given in `values` (by key) over `base`: each field parsed by its declaration.
-        A tri-state flag given as `auto` (or empty) goes back to automatic (None); any other flag
-        so given keeps its value."""
-        unset = self.options_type()
-        changes = {}
-        for f in self.fields:
-            if f.key not in values:
-                continue
-            attribute, value = f.key[len(self.name) + 1:], f.parse(values[f.key])
-            if f.kind == BOOL and value is None and getattr(unset, attribute) is not None:
-                continue
-            changes[attribute] = value
-        return replace(base, **changes) if changes else base
-
-    def check(self, options) -> None:
-        """Refuse settings that cannot work (InvalidRequest, naming the key, never a secret)."""
-
-    def commit_options(self) -> dict[str, str]:
-        """delta-rs `storage_options` the destination adds when it writes a commit itself
-        (compaction): what makes concurrent commits safe on this store."""
-        return {}
-
-    def spark_log_store_conf(self, jars_dir: Path) -> dict[str, str]:
-        """Spark settings of Delta's log store for this store's paths (`jars_dir`: the local
-        engine's jars, where a store's own log store is installed); {}: Delta's default."""
-        return {}
 
     def canonical(self, location: str) -> str:
         if "://" not in location:
