@@ -4,8 +4,8 @@ Each is one Delta commit where the data changes (a type change or a dropped colu
 one overwrite commit), plus the metadata property commit. Where the engine can change a
 table's columns in place, it does so in the log only, without rewriting a data file: a
 dropped column or a renamed one (Apache Spark + Delta on a table with column mapping), and
-type changes that Delta widens (Apache Spark + Delta, type widening; auto hands such an
-AlterTable to Spark: docs/column-changes.md).
+type changes that Delta widens on a table with type widening on (Apache Spark + Delta; auto
+hands such an AlterTable to Spark: docs/column-changes.md).
 """
 from __future__ import annotations
 
@@ -47,6 +47,20 @@ def validate_columns(schema: TableSchema) -> None:
         # Spark and Delta resolve column names case-insensitively: their values would mix.
         raise InvalidRequest(f"table {schema.name!r}: columns {a!r} and {b!r} differ only in case, which Delta "
                              f"tables cannot hold apart; rename one of them")
+
+
+def widens_in_place(snapshot: Optional[TableSnapshot]) -> bool:
+    """Are this table's type changes that Delta widens made in its log only? Where its own Delta
+    setting `delta.enableTypeWidening` is on (one Spark SQL statement turns it on for a table). Not
+    by default: a widened table carries the `typeWidening` reader feature, which delta-rs 1.6.6 (and
+    pandas and Polars reading through it) refuses to read at all, while a rewrite keeps the table
+    readable by every reader (docs/column-changes.md).
+    >>> import pyarrow as pa
+    >>> snap = lambda conf: TableSnapshot(1, conf, {}, pa.table({}))
+    >>> widens_in_place(snap({TYPE_WIDENING: "true"})), widens_in_place(snap({})), widens_in_place(None)
+    (True, False, False)
+    """
+    return snapshot is not None and snapshot.configuration.get(TYPE_WIDENING) == "true"
 
 
 def equivalent(a: TableSchema, b: TableSchema) -> bool:
@@ -123,7 +137,8 @@ class Tables:
                        f"({', '.join(new_key)}). Delta tables have no key constraints, so stored rows are not "
                        f"re-keyed: where several of them share a value of the new key, later changes apply to "
                        f"each of them; a re-sync of the table makes the rows unique again")
-            widens = self._widenings(current, target, changed) if changed and not dropped else []
+            widens = (self._widenings(current, target, changed)
+                      if changed and not dropped and widens_in_place(t.snapshot()) else [])
             if changed:
                 eng = self._column_change_engine(t, widens, changed)
             # In place only when the drop is the whole schema change: Delta has no single statement
@@ -187,10 +202,10 @@ class Tables:
 
     def widen_in_place(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema,
                        widens: list[tuple[str, str]], snapshot: Optional[TableSnapshot]) -> None:
-        """Type changes Delta widens, in the log only: type widening turned on (once per table; a
-        DATE becoming TIMESTAMP_NTZ also needs the timestampNtz feature), then each column's new
-        type; no data file is added or removed, and the older files are read as the new type. The
-        statistics list loses columns that become DECIMAL first (see metadata.stats_properties)."""
+        """Type changes Delta widens, in the log only (a table with type widening on: widens_in_place;
+        a DATE becoming TIMESTAMP_NTZ also needs the timestampNtz feature, set first), then each
+        column's new type; no data file is added or removed, and the older files are read as the new
+        type. The statistics list loses columns that become DECIMAL first (see metadata.stats_properties)."""
         configuration = snapshot.configuration if snapshot is not None else {}
         features = snapshot.features if snapshot is not None else frozenset()
         props = {} if configuration.get(TYPE_WIDENING) == "true" else {TYPE_WIDENING: "true"}

@@ -1,6 +1,7 @@
-"""Type changes Delta widens, through real gRPC: in the log only on Apache Spark + Delta (and on
-the default engine, which hands such an AlterTable to Spark), a rewrite in one commit on Sail
-alone and for changes Delta cannot widen.
+"""Type changes Delta widens, through real gRPC, on a table with type widening on (its
+`delta.enableTypeWidening`, turned on here with Spark SQL as a user would): in the log only on
+Apache Spark + Delta (and on the default engine, which hands such an AlterTable to Spark), a
+rewrite in one commit for changes Delta cannot widen.
 
 A widened table carries Delta's `typeWidening` reader feature, which delta-rs 1.6.6 refuses
 ("Unsupported table features required: [TypeWidening]"), so the rows of a widened table are read
@@ -91,6 +92,17 @@ def write(stub, schema, cols, rows, tmp_path):
     assert stub.WriteBatch(write_request(schema, table("w", *cols), replace=[batch_file(tmp_path, table("w", *cols), rows)])).success
 
 
+def turn_widening_on(spark_url, path):
+    """What a user does to have a table's type changes made in place (docs/column-changes.md)."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote(spark_url).create()
+    try:
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')").collect()
+    finally:
+        spark.stop()
+
+
 def spark_rows(spark_url, path):
     """The rows as Apache Spark + Delta reads them, and its schema."""
     from pyspark.sql import SparkSession
@@ -150,6 +162,7 @@ def test_widening_alter_table(stub, server, engine, unique_schema, tmp_path, req
     assert stub.CreateTable(pb.CreateTableRequest(schema_name=unique_schema, table=table("w", *BEFORE))).success
     path = f"{server.warehouse}/{unique_schema}/w"
     write(stub, unique_schema, BEFORE, ROWS, tmp_path)
+    turn_widening_on(request.getfixturevalue("shared_spark").url, path)
     files, v = live_files(path), delta_version(path)
     assert alter(stub, unique_schema, WIDENED).success
     after = delta_version(path)
@@ -190,9 +203,25 @@ def test_widening_alter_table(stub, server, engine, unique_schema, tmp_path, req
     assert {r["id"]: (r["s"], r["i"]) for r in rows} == {1: (32767, "2147483647"), 2: (70000, "9000000000"),
                                                          3: (1, "1")}
 
+    # A table without type widening on (the default) is rewritten, and stays readable by delta-rs.
+    plain = (BEFORE[0], BEFORE[2], BEFORE[7])
+    assert stub.CreateTable(pb.CreateTableRequest(schema_name=unique_schema, table=table("p", *plain))).success
+    ppath = f"{server.warehouse}/{unique_schema}/p"
+    prow = {"id": 1, "i": 2147483647, "_fivetran_synced": SYNC1}
+    assert stub.WriteBatch(write_request(unique_schema, table("p", *plain),
+                                         replace=[batch_file(tmp_path, table("p", *plain), [prow])])).success
+    v = delta_version(ppath)
+    assert stub.AlterTable(pb.AlterTableRequest(schema_name=unique_schema,
+                                                table=table("p", plain[0], WIDENED[2], plain[2]))).success
+    made = commits(ppath, v + 1, delta_version(ppath))
+    assert [c[0] for c in made if {"add", "remove"} & c[1]] == ["WRITE"], made
+    assert "typeWidening" not in features(ppath)
+    assert [(r["id"], r["i"]) for r in read_delta_table(ppath).to_pylist()] == [(1, 2147483647)]
 
-def test_default_engine_widens_on_spark_and_sail_keeps_writing_the_table(tmp_path, dedicated_server):
-    """The default engine (auto, as `make run` starts it): the table is Sail's; the widening
+
+def test_default_engine_widens_on_spark_and_sail_keeps_writing_the_table(tmp_path, dedicated_server, shared_spark):
+    """The default engine (auto, as `make run` starts it): the table is Sail's (type widening
+    turned on by the user); the widening
     AlterTable goes to the local Apache Spark engine and adds or removes no data file; the MERGE
     after it is Sail's again (Sail 0.7.2 reads and writes a widened table); a change Delta cannot
     widen of a widened column is rewritten on Spark, in one commit."""
@@ -200,6 +229,7 @@ def test_default_engine_widens_on_spark_and_sail_keeps_writing_the_table(tmp_pat
     stub, path, log = srv.stub, f"{srv.warehouse}/s/w", tmp_path / "server.log"
     assert stub.CreateTable(pb.CreateTableRequest(schema_name="s", table=table("w", *BEFORE))).success
     write(stub, "s", BEFORE, ROWS, tmp_path)
+    turn_widening_on(shared_spark.url, path)
     files, v = live_files(path), delta_version(path)
     assert alter(stub, "s", WIDENED).success
     made = commits(path, v + 1, delta_version(path))
