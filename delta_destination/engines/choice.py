@@ -197,7 +197,8 @@ def should_prestart(base: EngineChoice, spark_available: bool, target_bytes: Opt
     return target_bytes > PRESTART_SHARE * moves_at
 
 
-def column_change_choice(base: EngineChoice, spark_available: bool, widens: bool, retypes_widened: bool) -> EngineChoice:
+def column_change_choice(base: EngineChoice, spark_available: bool, widens: bool,
+                         retypes_widened: bool) -> EngineChoice:
     """The engine of an AlterTable that changes column types, when auto opened it on Sail:
     `widens` -- every change is one Delta widens in the log (dialect.delta_widens), which only
     Apache Spark + Delta can commit (Sail 0.7.2 has no ALTER COLUMN ... TYPE and would rewrite every
