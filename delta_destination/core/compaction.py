@@ -69,6 +69,11 @@ def writable_as_is(min_reader: int, min_writer: int, features: Optional[list[str
     (True, True)
     >>> writable_as_is(1, 4, None), writable_as_is(2, 5, None), writable_as_is(3, 7, ["columnMapping"], ["columnMapping"])
     (False, False, False)
+
+    Type widening (a column widened in place, core/tables.py): delta-rs 1.6.6 neither reads nor
+    writes such a table ("Unsupported table features required: [TypeWidening]"), so it is left alone:
+    >>> writable_as_is(3, 7, ["typeWidening", "invariants", "appendOnly"], ["typeWidening"])
+    False
     """
     if min_reader <= 1 and min_writer <= 2 and not features:
         return True

@@ -192,6 +192,10 @@ class LogField:
 
     type: Optional[str]
     physical: str
+    # Delta's record of type widenings (`delta.typeChanges` in the field's metadata): the column's
+    # older files hold a narrower type. Sail 0.7.2 refuses a table where this record no longer
+    # ends at the column's type (after its own rewrite to another type): core/tables.py.
+    widened: bool = False
 
 
 @dataclass(frozen=True)
@@ -206,9 +210,13 @@ class TableSnapshot:
     configuration: dict[str, str]
     fields: dict[str, LogField]
     adds: pa.Table            # the live files, one row each: delta-rs's flattened add actions
+    # The table features of its protocol, reader and writer (e.g. "typeWidening", "columnMapping"):
+    # which engine can serve which request on it (engines/choice.py).
+    features: frozenset = frozenset()
 
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
+TYPE_CHANGES = "delta.typeChanges"
 
 
 def read_snapshot(warehouse: Warehouse, location: str) -> Optional[TableSnapshot]:
@@ -219,10 +227,13 @@ def read_snapshot(warehouse: Warehouse, location: str) -> Optional[TableSnapshot
         return None
     try:
         dt = open_table(warehouse, location)
-        fields = {f.name: LogField(getattr(f.type, "type", None), (f.metadata or {}).get(PHYSICAL_NAME, f.name))
+        fields = {f.name: LogField(getattr(f.type, "type", None), (f.metadata or {}).get(PHYSICAL_NAME, f.name),
+                                   bool((f.metadata or {}).get(TYPE_CHANGES)))
                   for f in dt.schema().fields}
         adds = pa.table(dt.get_add_actions(flatten=True))
-        return TableSnapshot(dt.version(), dict(dt.metadata().configuration or {}), fields, adds)
+        protocol = dt.protocol()
+        features = frozenset((protocol.reader_features or []) + (protocol.writer_features or []))
+        return TableSnapshot(dt.version(), dict(dt.metadata().configuration or {}), fields, adds, features)
     except Exception:  # noqa: BLE001 - delta-rs raises several types; unknown is the answer
         return None
 

@@ -1,10 +1,11 @@
 """Table definitions: create, alter, truncate (describing is the registry's: registry.py).
 
 Each is one Delta commit where the data changes (a type change or a dropped column is
-one overwrite commit; Sail has no type widening), plus the metadata property commit.
-Where the engine can change a table's columns in place (the dialect says so per table:
-Apache Spark + Delta on a table with column mapping), a dropped column or a renamed one
-is a metadata-only commit instead of a rewrite.
+one overwrite commit), plus the metadata property commit. Where the engine can change a
+table's columns in place, it does so in the log only, without rewriting a data file: a
+dropped column or a renamed one (Apache Spark + Delta on a table with column mapping), and
+type changes that Delta widens on a table with type widening on (Apache Spark + Delta; auto
+hands such an AlterTable to Spark: docs/column-changes.md).
 """
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from datetime import datetime, timezone
 from typing import Callable, Optional
 
 from .. import logs
-from ..engines.router import EngineSession
+from ..engines.router import EngineSession, column_change_choice, delta_widens
 from ..errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismatch, TableAlreadyExists
 from ..names import case_clash, check_column_name
 from ..settings import Settings
 from . import metadata
-from .delta_log import PropertyWatch
+from .delta_log import PropertyWatch, TableSnapshot
 from .registry import TableRegistry, OpenTable, TableRef
 from .model import Column, DataType, TableSchema
 from .notices import notice
@@ -27,6 +28,10 @@ from .sql import (altered_values_sql, any_row_sql, column_defs, delete_outside_s
 from .types import same_storage, spark_type, validate_decimal, value_check
 
 log = logs.get(__name__)
+
+# Table settings type widening needs (Delta's own names).
+TYPE_WIDENING = "delta.enableTypeWidening"
+TIMESTAMP_NTZ_FEATURE = "delta.feature.timestampNtz"
 
 
 def validate_columns(schema: TableSchema) -> None:
@@ -43,6 +48,20 @@ def validate_columns(schema: TableSchema) -> None:
         # Spark and Delta resolve column names case-insensitively: their values would mix.
         raise InvalidRequest(f"table {schema.name!r}: columns {a!r} and {b!r} differ only in case, which Delta "
                              f"tables cannot hold apart; rename one of them")
+
+
+def widens_in_place(snapshot: Optional[TableSnapshot]) -> bool:
+    """Are this table's type changes that Delta widens made in its log only? Where its own Delta
+    setting `delta.enableTypeWidening` is on (one Spark SQL statement turns it on for a table). Not
+    by default: a widened table carries the `typeWidening` reader feature, which delta-rs 1.6.6 (and
+    pandas and Polars reading through it) refuses to read at all, while a rewrite keeps the table
+    readable by every reader (docs/column-changes.md).
+    >>> import pyarrow as pa
+    >>> snap = lambda conf: TableSnapshot(1, conf, {}, pa.table({}))
+    >>> widens_in_place(snap({TYPE_WIDENING: "true"})), widens_in_place(snap({})), widens_in_place(None)
+    (True, False, False)
+    """
+    return snapshot is not None and snapshot.configuration.get(TYPE_WIDENING) == "true"
 
 
 def equivalent(a: TableSchema, b: TableSchema) -> bool:
@@ -119,10 +138,18 @@ class Tables:
                        f"({', '.join(new_key)}). Delta tables have no key constraints, so stored rows are not "
                        f"re-keyed: where several of them share a value of the new key, later changes apply to "
                        f"each of them; a re-sync of the table makes the rows unique again")
+            widens = (self._widenings(current, target, changed)
+                      if changed and not dropped and widens_in_place(t.snapshot()) else [])
+            if changed:
+                eng = self._column_change_engine(t, widens, changed)
             # In place only when the drop is the whole schema change: Delta has no single statement
             # that drops and adds columns, and one request keeps one schema commit (a rewrite).
             in_place = (bool(dropped) and not changed and not added and eng.drops_in_place(ref.location, dropped))
-            if changed or (dropped and not in_place):
+            if changed and widens and eng.widens_types_in_place:
+                self.widen_in_place(eng, ref, current, target, widens, t.snapshot())
+                if added:
+                    eng.add_columns(ref.location, [(c.name, spark_type(c)) for c in added])
+            elif changed or (dropped and not in_place):
                 self.rewrite_columns(eng, ref, current, target)
             else:
                 if dropped:
@@ -133,9 +160,61 @@ class Tables:
                 reg.set_metadata(eng, ref, target)
                 t.outcome.committed, t.outcome.lifecycle = True, "ALTER"
             t.outcome.columns = target.columns
-            summary = f"added {len(added)}, changed type of {len(changed)}, dropped {len(dropped)} columns"
+            summary = (f"added {len(added)}, changed type of {len(changed)}"
+                       f"{' (widened in place)' if widens and eng.widens_types_in_place else ''}, "
+                       f"dropped {len(dropped)} columns")
             log.info(f"AlterTable {ref.display}: {summary}, {t.served_by}")
             return summary
+
+    @staticmethod
+    def _widenings(current: TableSchema, target: TableSchema, changed: list[str]) -> list[tuple[str, str]]:
+        """(name, new SQL type) of the changed columns when Delta widens every one of them in its log
+        (dialect.delta_widens), else none: one request keeps one kind of schema change."""
+        widened = [(name, spark_type(current.get(name)), spark_type(target.get(name))) for name in changed]
+        if all(delta_widens(old, new) for _, old, new in widened):
+            return [(name, new) for name, _, new in widened]
+        return []
+
+    def _column_change_engine(self, t: OpenTable, widens: list[tuple[str, str]], changed: list[str]) -> EngineSession:
+        """The engine for type changes (engines/choice.py column_change_choice): auto hands a widening
+        to Apache Spark, and so a rewrite that changes the type of a column Delta widened before:
+        Sail 0.7.2's rewrite keeps Delta's type-change record of that column, which then no longer
+        ends at its type, and refuses to read the table afterwards. On Sail alone such a change is
+        refused (an engine that writes type widening rewrites widened columns right)."""
+        widened_before = self._widened_columns(t.snapshot(), changed)
+        choice = column_change_choice(t.lease.choice, self.registry.router.spark_available(t.lease.request),
+                                      bool(widens), bool(widened_before))
+        if choice != t.lease.choice:
+            t.lease.move_to(choice)
+        if widened_before and not t.eng.widens_types_in_place:
+            raise InvalidRequest(
+                f"{t.display}: column(s) {', '.join(map(repr, widened_before))} had their type widened in place by "
+                f"Apache Spark + Delta, and embedded Sail 0.7.2 cannot rewrite them to another type without leaving "
+                f"the table unreadable to itself; run this change with the Apache Spark engine (--engine spark); "
+                f"the table is unchanged")
+        return t.eng
+
+    @staticmethod
+    def _widened_columns(snapshot: Optional[TableSnapshot], names: list[str]) -> list[str]:
+        """Those of `names` whose type Delta widened before (Delta's type-change record in the log)."""
+        if snapshot is None:
+            return []
+        return [n for n in names if n in snapshot.fields and snapshot.fields[n].widened]
+
+    def widen_in_place(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema,
+                       widens: list[tuple[str, str]], snapshot: Optional[TableSnapshot]) -> None:
+        """Type changes Delta widens, in the log only (a table with type widening on: widens_in_place;
+        a DATE becoming TIMESTAMP_NTZ also needs the timestampNtz feature, set first), then each
+        column's new type; no data file is added or removed, and the older files are read as the new
+        type. The statistics list loses columns that become DECIMAL first (see metadata.stats_properties)."""
+        configuration = snapshot.configuration if snapshot is not None else {}
+        features = snapshot.features if snapshot is not None else frozenset()
+        props = {} if configuration.get(TYPE_WIDENING) == "true" else {TYPE_WIDENING: "true"}
+        if any(new == "TIMESTAMP_NTZ" for _, new in widens) and "timestampNtz" not in features:
+            props[TIMESTAMP_NTZ_FEATURE] = "supported"
+        self.registry.prepare_stats_for(eng, ref, current, target)
+        eng.widen_columns(ref.location, widens, props)
+        self.registry.schema_changed(eng, ref)
 
     @staticmethod
     def _has_rows(t: OpenTable) -> bool:

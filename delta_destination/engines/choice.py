@@ -195,3 +195,31 @@ def should_prestart(base: EngineChoice, spark_available: bool, target_bytes: Opt
         return False
     moves_at = (budget - merge_estimate(0)) / SailDialect.MERGE_BYTES_PER_TARGET_BYTE
     return target_bytes > PRESTART_SHARE * moves_at
+
+
+def column_change_choice(base: EngineChoice, spark_available: bool, widens: bool,
+                         retypes_widened: bool) -> EngineChoice:
+    """The engine of an AlterTable that changes column types, when auto opened it on Sail:
+    `widens` -- every change is one Delta widens in the log (dialect.delta_widens), which only
+    Apache Spark + Delta can commit (Sail 0.7.2 has no ALTER COLUMN ... TYPE and would rewrite every
+    file); `retypes_widened` -- a rewrite changes the type of a column Delta widened before, which
+    Sail 0.7.2 writes with Delta's type-change record left stale, and then refuses to read
+    ("invalid delta.typeChanges metadata"; docs/column-changes.md). Sail reads and writes a widened
+    table otherwise, so every other request stays where it was.
+    >>> b = EngineChoice(SAIL, "default", True)
+    >>> column_change_choice(b, True, True, False).code, column_change_choice(b, True, False, True).code
+    ('type_widening', 'widened_retype')
+    >>> column_change_choice(b, True, False, False).engine, column_change_choice(b, False, True, False).engine
+    ('sail', 'sail')
+    >>> column_change_choice(EngineChoice(SAIL, "configured", False), True, True, False).engine
+    'sail'
+    """
+    if not (base.auto and base.engine == SAIL and spark_available):
+        return base
+    if widens:
+        return EngineChoice(SPARK, "a type widening is a metadata commit on Apache Spark + Delta (Sail 0.7.2 would "
+                                   "rewrite the table)", True, "type_widening")
+    if retypes_widened:
+        return EngineChoice(SPARK, "a rewrite changes the type of a column Delta widened, which Sail 0.7.2 cannot "
+                                   "read back", True, "widened_retype")
+    return base

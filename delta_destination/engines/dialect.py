@@ -19,9 +19,9 @@ from ..storage import StorageOptions, is_url, store_for
 from ..warehouse import Warehouse
 from .errors import run_engine
 from .shipping import staged_as_parquet, staged_in_chunks
-from .statements import (add_columns_sql, create_table_sql, drop_columns_sql, drop_table_sql, optimize_sql,
-                         path_identifier, purge_deletion_vectors_sql, register_table_sql, rename_column_sql,
-                         show_property_sql, vacuum_sql)
+from .statements import (add_columns_sql, alter_column_type_sql, create_table_sql, drop_columns_sql, drop_table_sql,
+                         optimize_sql, path_identifier, purge_deletion_vectors_sql, register_table_sql, rename_column_sql,
+                         set_properties_sql, show_property_sql, vacuum_sql)
 
 log = logs.get(__name__)
 
@@ -33,6 +33,54 @@ MAPPED_MODES = ("name", "id")
 # How many partitions Spark (and Delta's VACUUM) list files with, and Spark's default.
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 SPARK_DEFAULT_LISTING_PARALLELISM = "10000"
+
+# Delta 4.x type widening (the `typeWidening` table feature, delta-spark 4.4): the type changes a
+# metadata commit can make (docs.delta.io "Delta type widening"; the older files keep their type and
+# every Delta 4 reader reads them as the new one). Spark SQL type names, as core/types.spark_type
+# writes them. Delta also widens BIGINT to DECIMAL(20+, 0); that one is rewritten here: the older
+# files' BIGINT statistics would then answer a DECIMAL column, which Sail 0.7.2 reads from file
+# statistics parsed as doubles (exact only up to 2**53; docs/engines.md).
+DELTA_WIDER_TYPES = {
+    "SMALLINT": {"INT", "BIGINT", "DOUBLE"},
+    "INT": {"BIGINT", "DOUBLE"},
+    "FLOAT": {"DOUBLE"},
+    "DATE": {"TIMESTAMP_NTZ"},
+}
+DELTA_WIDER_INTEGER_DIGITS = {"SMALLINT": 5, "INT": 10}   # a DECIMAL(p, s) holds them when p - s >= this
+
+
+def delta_widens(old: str, new: str) -> bool:
+    """Does Delta widen a column of type `old` to `new` in its log alone?
+    >>> delta_widens("INT", "BIGINT"), delta_widens("SMALLINT", "DOUBLE"), delta_widens("DATE", "TIMESTAMP_NTZ")
+    (True, True, True)
+    >>> delta_widens("DECIMAL(10,2)", "DECIMAL(20,4)"), delta_widens("DECIMAL(10,2)", "DECIMAL(11,4)")
+    (True, False)
+    >>> delta_widens("INT", "DECIMAL(12,2)"), delta_widens("INT", "DECIMAL(10,2)")
+    (True, False)
+    >>> delta_widens("BIGINT", "DOUBLE"), delta_widens("BIGINT", "DECIMAL(38,0)"), delta_widens("INT", "STRING")
+    (False, False, False)
+    >>> delta_widens("BIGINT", "INT"), delta_widens("DATE", "TIMESTAMP"), delta_widens("INT", "INT")
+    (False, False, False)
+    """
+    old, new = old.upper().replace(" ", ""), new.upper().replace(" ", "")
+    if new in DELTA_WIDER_TYPES.get(old, ()):
+        return True
+    target = _decimal(new)
+    if target is None:
+        return False
+    p2, s2 = target
+    source = _decimal(old)
+    if source is not None:
+        p1, s1 = source
+        return (p2, s2) != (p1, s1) and s2 >= s1 and p2 - p1 >= s2 - s1
+    digits = DELTA_WIDER_INTEGER_DIGITS.get(old)
+    return digits is not None and p2 - s2 >= digits
+
+
+def _decimal(sql_type: str):
+    m = re.fullmatch(r"DECIMAL\((\d+),(\d+)\)", sql_type)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
 
 SPARK_HINT = "; run upkeep with the Apache Spark engine: fivetran-delta-destination maintain --engine spark ..."
 
@@ -88,6 +136,15 @@ class Dialect:
     def drops_in_place(self, spark, location: str, names: list[str]) -> bool:
         """Can `drop_columns` drop these columns of this table without rewriting its data?"""
         return False
+
+    # Can the engine change column types in the log only (Delta type widening, for the changes
+    # `delta_widens` allows)? Sail 0.7.2 has no ALTER COLUMN ... TYPE: it rewrites the table.
+    widens_types_in_place = False
+
+    def widen_columns(self, spark, location: str, columns: list[tuple[str, str]], properties: dict[str, str]) -> None:
+        """(name, SQL type) columns widened in the log only, after `properties` (the table features
+        the widening needs, when the table lacks them) are set; no data file is added or removed."""
+        raise UnsupportedOperation(f"{self.name} cannot change a column's type without rewriting the table")
 
     def rename_column(self, spark, location: str, old: str, new: str) -> None:
         """A metadata-only rename in one commit (only where `renames_in_place` said so)."""
@@ -377,6 +434,19 @@ class SparkDialect(Dialect):
 
     def drops_in_place(self, spark, location: str, names: list[str]) -> bool:
         return bool(names) and self.column_mapping(spark, location)
+
+    widens_types_in_place = True
+
+    def widen_columns(self, spark, location: str, columns: list[tuple[str, str]], properties: dict[str, str]) -> None:
+        """One commit setting `properties` (type widening on, and the timestampNtz feature a DATE
+        widened to TIMESTAMP_NTZ needs), then one metadata commit per column: Delta's ALTER COLUMN
+        changes one column at a time."""
+        ident = path_identifier(location)
+        if properties:
+            run_engine("turn type widening on", lambda: spark.sql(set_properties_sql(ident, properties)).collect())
+        for name, sql_type in columns:
+            sql = alter_column_type_sql(ident, name, sql_type)
+            run_engine("widen a column's type", lambda: spark.sql(sql).collect())
 
     def rename_column(self, spark, location: str, old: str, new: str) -> None:
         sql = rename_column_sql(path_identifier(location), old, new)

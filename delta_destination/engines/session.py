@@ -198,6 +198,13 @@ class EngineSession:
     def drops_in_place(self, location: str, names: list[str]) -> bool:
         return self.dialect.drops_in_place(self.spark, self.path(location), names)
 
+    @property
+    def widens_types_in_place(self) -> bool:
+        return self.dialect.widens_types_in_place
+
+    def widen_columns(self, location: str, columns: list[tuple[str, str]], properties: dict[str, str]) -> None:
+        self.dialect.widen_columns(self.spark, self.path(location), columns, properties)
+
     def rename_column(self, location: str, old: str, new: str) -> None:
         self.dialect.rename_column(self.spark, self.path(location), old, new)
 

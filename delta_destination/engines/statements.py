@@ -146,6 +146,15 @@ def drop_columns_sql(ident: str, names: Sequence[str]) -> str:
     return f"ALTER TABLE {ident} DROP COLUMNS ({', '.join(q(n) for n in names)})"
 
 
+def alter_column_type_sql(ident: str, name: str, sql_type: str) -> str:
+    """Metadata-only on a Delta table with type widening, for a change Delta widens (the older
+    files keep their type and are read as the new one).
+    >>> alter_column_type_sql("delta.`/wh/s/t`", "a b", "BIGINT")
+    'ALTER TABLE delta.`/wh/s/t` ALTER COLUMN `a b` TYPE BIGINT'
+    """
+    return f"ALTER TABLE {ident} ALTER COLUMN {q(name)} TYPE {sql_type}"
+
+
 def optimize_sql(ident: str) -> str:
     """
     >>> optimize_sql("delta.`/wh/s/t`")
