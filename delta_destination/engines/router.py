@@ -33,6 +33,7 @@ log = logs.get(__name__)
 __all__ = ["EngineRouter", "EngineLease", "EngineSession", "EngineChoice", "Dialect", "check_warehouse", "dialect_for",
            "merge_choice", "column_change_choice", "delta_widens", "SAIL", "SPARK"]
 
+
 @dataclass
 class EngineLease:
     """An engine for one operation: its session (`session`), the settings with the engine that
