@@ -60,6 +60,10 @@ SLOW_ON_SPARK = {"test_tester_input_with_hostile_names": "-live]", "test_parquet
                  "test_input_gzip": "]", "test_input_plain_text": "]", "test_input_uncompressed_plain_text": "]"}
 
 
+# Tests that only mean something on Apache Spark + Delta: their runs on the other engines are not collected.
+SPARK_ONLY = {"test_widening_alter_table"}
+
+
 def params_of(item) -> dict:
     """The parameters a collected test runs with (empty when it has none)."""
     return getattr(getattr(item, "callspec", None), "params", {})
@@ -122,6 +126,10 @@ def costliest_modules_first(items: list) -> list:
 
 
 def pytest_collection_modifyitems(config, items):
+    elsewhere = [i for i in items if getattr(i, "originalname", "") in SPARK_ONLY and params_of(i).get("engine") != "spark"]
+    if elsewhere:
+        config.hook.pytest_deselected(items=elsewhere)
+        items[:] = [i for i in items if i not in elsewhere]
     for item in items:
         if item.get_closest_marker("smoke") is None and tier_reasons(item):
             item.add_marker(getattr(pytest.mark, FULL))
