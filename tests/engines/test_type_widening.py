@@ -16,7 +16,6 @@ import json
 import os
 from decimal import Decimal
 
-
 from testkit.delta_read import delta_version, read_delta_table
 from testkit.fivetran_requests import batch_file, col, columns_of, describe, table, write_request
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
