@@ -84,3 +84,19 @@ def commit_history(path) -> list[dict]:
     """(version, timestamp ms, operation) of every commit, oldest first."""
     return sorted(({"version": h["version"], "timestamp": h["timestamp"], "operation": h.get("operation")}
                    for h in DeltaTable(str(path)).history()), key=lambda h: h["version"])
+
+
+def commit_kinds(path: str, version: int) -> tuple[str, set[str]]:
+    """(operation, action kinds but commitInfo) of one commit of a local table, read from its log file."""
+    import json
+    import os
+
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as f:
+        actions = [json.loads(line) for line in f if line.strip()]
+    op = next(a["commitInfo"].get("operation") for a in actions if "commitInfo" in a)
+    return op, {k for a in actions for k in a if k != "commitInfo"}
+
+
+def commits_kinds(path: str, first: int, last: int) -> list[tuple[str, set[str]]]:
+    """commit_kinds of the versions first..last."""
+    return [commit_kinds(path, v) for v in range(first, last + 1)]

@@ -115,3 +115,18 @@ class RunningServer:
                 self.proc.wait()
         self.channel.close()
         self._log.close()
+
+
+def served(log_path, table_name: str) -> list[str]:
+    """The engine part of a server's WriteBatch log lines for a table, in order."""
+    import json
+
+    out = []
+    for line in log_path.read_text().splitlines():
+        try:
+            message = json.loads(line)["message"]
+        except (ValueError, KeyError):
+            continue
+        if message.startswith("WriteBatch ") and f".{table_name}:" in message and "in one commit" in message:
+            out.append("engine " + message.split(", engine ", 1)[1])
+    return out

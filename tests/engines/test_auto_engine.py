@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from testkit.server_process import served
 from testkit.fivetran_requests import batch_file, col, table, write_request
 from testkit.delta_read import delta_properties, delta_version, last_operation, read_delta_table, recent_operations
 from testkit.processes import running, spark_jvms_below
@@ -101,21 +102,6 @@ def rows(ids, v):
 def spark_children(pid: int) -> list[int]:
     """PIDs of the Spark Connect JVMs the server at `pid` started."""
     return [p.pid for p in spark_jvms_below(pid)]
-
-
-def served(log_path, table_name: str) -> list[str]:
-    """The engine part of the write log lines for a table, in order."""
-    import json
-
-    out = []
-    for line in log_path.read_text().splitlines():
-        try:
-            message = json.loads(line)["message"]
-        except (ValueError, KeyError):
-            continue
-        if message.startswith("WriteBatch ") and f".{table_name}:" in message and "in one commit" in message:
-            out.append("engine " + message.split(", engine ", 1)[1])
-    return out
 
 
 @pytest.mark.smoke  # `make test` runs it: the default engine's promise that no table is refused

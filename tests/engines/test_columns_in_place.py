@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 
 import grpc
 
 from testkit.fivetran_requests import batch_file, col, columns_of, describe, expect_error, table, write_request
-from testkit.delta_read import delta_properties, delta_version, read_delta_table
+from testkit.delta_read import commit_kinds, commits_kinds, delta_properties, delta_version, read_delta_table
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 
 UTC = dt.timezone.utc
@@ -25,18 +24,6 @@ SYNC2 = dt.datetime(2024, 1, 2, 10, 0, tzinfo=UTC)
 KEY = "a b,c=d"            # needs column mapping on Delta (space, comma, =)
 NEW_KEY = "new `name` é"   # backticks and non-ASCII
 ODD = "Größe (cm)"         # an odd name that stays: kept in the statistics list
-
-
-def commit(path, version):
-    """(operation, action kinds) of one Delta commit, read from the log file itself."""
-    with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as f:
-        actions = [json.loads(line) for line in f if line.strip()]
-    op = next(a["commitInfo"].get("operation") for a in actions if "commitInfo" in a)
-    return op, {k for a in actions for k in a if k != "commitInfo"}
-
-
-def commits(path, first, last):
-    return [commit(path, v) for v in range(first, last + 1)]
 
 
 def is_metadata_only(c):
@@ -78,7 +65,7 @@ def test_rename_column(stub, server, engine, unique_schema, tmp_path):
     v = delta_version(path)
     ok(rename(stub, unique_schema, "ren", KEY, NEW_KEY))
     after = delta_version(path)
-    made = commits(path, v + 1, after)
+    made = commits_kinds(path, v + 1, after)
     assert len(made) == 3 and is_metadata_only(made[0]) and is_metadata_only(made[2]), made  # the metadata property
     if engine == "spark":
         assert made[1] == ("RENAME COLUMN", {"metaData"}), made  # in place: no data file added or removed
@@ -104,7 +91,7 @@ def test_rename_column(stub, server, engine, unique_schema, tmp_path):
     # a case-only rename: Delta refuses it in place, so it is a rewrite on both engines
     v = delta_version(path)
     ok(rename(stub, unique_schema, "ren", "j", "J"))
-    assert commit(path, v + 2)[0] == "WRITE"
+    assert commit_kinds(path, v + 2)[0] == "WRITE"
     assert list(columns_of(describe(stub, unique_schema, "ren"))) == [NEW_KEY, "J", ODD, "_fivetran_synced"]
     assert [r["J"] for r in rows_of(path, NEW_KEY)] == ['{"a":1}', "[]", None]
 
@@ -124,7 +111,7 @@ def test_alter_drops_columns(stub, server, engine, unique_schema, tmp_path):
     v = delta_version(path)
     assert alter(stub, unique_schema, table("drp", *kept)).success
     after = delta_version(path)
-    made = commits(path, v + 1, after)
+    made = commits_kinds(path, v + 1, after)
     schema_commits = [c for c in made if not (c[0] == "SET TBLPROPERTIES" and c[1] == {"metaData"})]
     if engine == "spark":
         assert schema_commits == [("DROP COLUMNS", {"metaData"})], made
@@ -152,7 +139,7 @@ def test_alter_drops_columns(stub, server, engine, unique_schema, tmp_path):
     readded = [cols[0], cols[3], col("a b", "INT"), cols[5]]
     v = delta_version(path)
     assert alter(stub, unique_schema, table("drp", *readded)).success
-    made = commits(path, v + 1, delta_version(path))
+    made = commits_kinds(path, v + 1, delta_version(path))
     # drop + add is one rewrite on both engines (Delta has no single in-place statement for both)
     assert [c[0] for c in made if not is_metadata_only(c)] == ["WRITE"], made
     assert list(columns_of(describe(stub, unique_schema, "drp"))) == ["id", ODD, "_fivetran_synced", "a b"]
@@ -160,7 +147,7 @@ def test_alter_drops_columns(stub, server, engine, unique_schema, tmp_path):
     # a type change with a drop is one rewrite on both engines
     v = delta_version(path)
     assert alter(stub, unique_schema, table("drp", col("id", "LONG", pk=True), cols[3], cols[5])).success
-    made = commits(path, v + 1, delta_version(path))
+    made = commits_kinds(path, v + 1, delta_version(path))
     assert [c[0] for c in made if not is_metadata_only(c)] == ["WRITE"], made
     assert [(r["id"], r[ODD]) for r in rows_of(path, "id")] == [(1, "o1"), (2, "o2b"), (3, "o3")]
     assert columns_of(describe(stub, unique_schema, "drp"))["id"] == ("LONG", True, None)

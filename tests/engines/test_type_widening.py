@@ -12,11 +12,10 @@ from its Delta log (delta-rs reads the log of a widened table, not its rows).
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
 from decimal import Decimal
 
-from testkit.delta_read import delta_version, read_delta_table
+from testkit.delta_read import commits_kinds, delta_version, read_delta_table
+from testkit.server_process import served
 from testkit.fivetran_requests import batch_file, col, columns_of, describe, table, write_request
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 
@@ -44,18 +43,6 @@ WIDE_ROWS = [{"id": 2, "s": 70000, "i": 9000000000, "f": 1e300, "d": Decimal("12
               "n": Decimal("0.01"), "_fivetran_synced": SYNC2}]
 
 
-def commit(path, version):
-    """(operation, action kinds) of one Delta commit, read from the log file itself."""
-    with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as f:
-        actions = [json.loads(line) for line in f if line.strip()]
-    op = next(a["commitInfo"].get("operation") for a in actions if "commitInfo" in a)
-    return op, {k for a in actions for k in a if k != "commitInfo"}
-
-
-def commits(path, first, last):
-    return [commit(path, v) for v in range(first, last + 1)]
-
-
 def live_files(path) -> set[str]:
     from deltalake import DeltaTable
 
@@ -67,19 +54,6 @@ def features(path) -> set[str]:
 
     p = DeltaTable(path).protocol()
     return set((p.reader_features or []) + (p.writer_features or []))
-
-
-def served(log_path, table_name: str) -> list[str]:
-    """The engine part of the server's WriteBatch log lines for a table, in order."""
-    out = []
-    for line in log_path.read_text().splitlines():
-        try:
-            message = json.loads(line)["message"]
-        except (ValueError, KeyError):
-            continue
-        if message.startswith("WriteBatch ") and f".{table_name}:" in message and "in one commit" in message:
-            out.append("engine " + message.split(", engine ", 1)[1])
-    return out
 
 
 def alter(stub, schema, cols):
@@ -165,7 +139,7 @@ def test_widening_alter_table(stub, server, engine, unique_schema, tmp_path, req
     files, v = live_files(path), delta_version(path)
     assert alter(stub, unique_schema, WIDENED).success
     after = delta_version(path)
-    made = commits(path, v + 1, after)
+    made = commits_kinds(path, v + 1, after)
     if engine == "spark":
         assert all(not ({"add", "remove"} & kinds) for _, kinds in made), made    # metadata only
         assert [op for op, _ in made].count("CHANGE COLUMN") == 6, made           # one per widened column
@@ -186,12 +160,12 @@ def test_widening_alter_table(stub, server, engine, unique_schema, tmp_path, req
     # A widened column widened again (SHORT->INT->LONG), then a change Delta cannot widen.
     v = delta_version(path)
     assert alter(stub, unique_schema, AGAIN).success
-    made = commits(path, v + 1, delta_version(path))
+    made = commits_kinds(path, v + 1, delta_version(path))
     assert any(op == ("CHANGE COLUMN" if engine == "spark" else "WRITE") for op, _ in made), made
     text = AGAIN[:2] + (col("i", "STRING"),) + AGAIN[3:]
     v = delta_version(path)
     assert alter(stub, unique_schema, text).success
-    made = commits(path, v + 1, delta_version(path))
+    made = commits_kinds(path, v + 1, delta_version(path))
     rewrites = [c for c in made if {"add", "remove"} & c[1]]
     assert len(rewrites) == 1 and rewrites[0][0] == "WRITE", made
     assert columns_of(describe(stub, unique_schema, "w"))["i"] == ("STRING", False, None)
@@ -212,7 +186,7 @@ def test_widening_alter_table(stub, server, engine, unique_schema, tmp_path, req
     v = delta_version(ppath)
     assert stub.AlterTable(pb.AlterTableRequest(schema_name=unique_schema,
                                                 table=table("p", plain[0], WIDENED[2], plain[2]))).success
-    made = commits(ppath, v + 1, delta_version(ppath))
+    made = commits_kinds(ppath, v + 1, delta_version(ppath))
     assert [c[0] for c in made if {"add", "remove"} & c[1]] == ["WRITE"], made
     assert "typeWidening" not in features(ppath)
     assert [(r["id"], r["i"]) for r in read_delta_table(ppath).to_pylist()] == [(1, 2147483647)]
@@ -231,7 +205,7 @@ def test_default_engine_widens_on_spark_and_sail_keeps_writing_the_table(tmp_pat
     turn_widening_on(shared_spark.url, path)
     files, v = live_files(path), delta_version(path)
     assert alter(stub, "s", WIDENED).success
-    made = commits(path, v + 1, delta_version(path))
+    made = commits_kinds(path, v + 1, delta_version(path))
     assert all(not ({"add", "remove"} & kinds) for _, kinds in made), made
     assert [op for op, _ in made].count("CHANGE COLUMN") == 6, made
     assert live_files(path) == files and "typeWidening" in features(path)
@@ -247,7 +221,7 @@ def test_default_engine_widens_on_spark_and_sail_keeps_writing_the_table(tmp_pat
     text_cols = WIDENED[:2] + (col("i", "STRING"),) + WIDENED[3:]
     v = delta_version(path)
     assert alter(stub, "s", text_cols).success
-    made = commits(path, v + 1, delta_version(path))
+    made = commits_kinds(path, v + 1, delta_version(path))
     rewrites = [c for c in made if {"add", "remove"} & c[1]]
     assert len(rewrites) == 1 and rewrites[0][0] == "WRITE", made
     assert "a rewrite changes the type of a column Delta widened" in log.read_text()
