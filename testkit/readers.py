@@ -33,10 +33,14 @@ PANDAS = "pandas (delta-rs to_pandas)"
 POLARS = "Polars read_delta"
 DUCKDB = "DuckDB delta_scan"
 SAIL = "Sail 0.7.2"
-READERS = (SPARK, PYARROW, QUERY_BUILDER, PANDAS, POLARS, DUCKDB, SAIL)
-CHILD_READERS = (PYARROW, QUERY_BUILDER, PANDAS, POLARS, DUCKDB)
+# What docs/readers.md tells pandas and Polars users to read with: delta-rs's query engine, then Arrow.
+PANDAS_QB = "pandas (QueryBuilder, then to_pandas)"
+POLARS_QB = "Polars (QueryBuilder, then pl.from_arrow)"
+READERS = (SPARK, PYARROW, QUERY_BUILDER, PANDAS, PANDAS_QB, POLARS, POLARS_QB, DUCKDB, SAIL)
+CHILD_READERS = (PYARROW, QUERY_BUILDER, PANDAS, PANDAS_QB, POLARS, POLARS_QB, DUCKDB)
 # Short names: the child's command line, test ids.
-CODES = {PYARROW: "pyarrow", QUERY_BUILDER: "querybuilder", PANDAS: "pandas", POLARS: "polars", DUCKDB: "duckdb"}
+CODES = {PYARROW: "pyarrow", QUERY_BUILDER: "querybuilder", PANDAS: "pandas", PANDAS_QB: "pandas_qb", POLARS: "polars",
+         POLARS_QB: "polars_qb", DUCKDB: "duckdb"}
 SHORT = {SPARK: "spark", SAIL: "sail", **CODES}
 # The DuckDB release whose signed `delta` extension the test extras install from PyPI (duckdb-ext-delta):
 # DuckDB downloads its extensions from its own site, which this machine does not reach.
@@ -126,16 +130,27 @@ def outcome(expected: list[dict], got: Optional[list[dict]], error: Optional[str
 
 # ---- the readers -------------------------------------------------------------------------------
 
+def query_builder_arrow(path: str):
+    """The whole table through delta-rs's query engine, as a pyarrow Table."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    return pa.table(QueryBuilder().register("t", DeltaTable(path)).execute("SELECT * FROM t").read_all())
+
+
 def _read(code: str, path: str) -> list[dict]:
     if code == "pyarrow":
         from deltalake import DeltaTable
 
         return DeltaTable(path).to_pyarrow_table().to_pylist()
     if code == "querybuilder":
-        import pyarrow as pa
-        from deltalake import DeltaTable, QueryBuilder
+        return query_builder_arrow(path).to_pylist()
+    if code == "pandas_qb":
+        return query_builder_arrow(path).to_pandas().to_dict("records")
+    if code == "polars_qb":
+        import polars as pl
 
-        return pa.table(QueryBuilder().register("t", DeltaTable(path)).execute("SELECT * FROM t").read_all()).to_pylist()
+        return pl.from_arrow(query_builder_arrow(path)).to_dicts()
     if code == "pandas":
         from deltalake import DeltaTable
 
