@@ -8,8 +8,8 @@ destination writes with each of them and compares the rows with the rows written
 
 The Python readers (delta-rs and what is built on it, Polars, DuckDB) run in a child process per
 reader (`python -m testkit.readers READER PATH...`, one JSON line per table): delta-rs's
-`to_pyarrow_table` aborts the interpreter at exit about half the time ("terminate called without an
-active exception"), which must not be the test process. Apache Spark + Delta and Sail are read over
+`to_pyarrow_table` was seen to abort the interpreter at exit ("terminate called without an active
+exception"), which must not be the test process; a child that dies is an error of its cells. Apache Spark + Delta and Sail are read over
 Spark Connect (`spark_rows`). Values are compared in one canonical form (`canonical`), so that
 readers that hand the same value in another Python type (pandas' NaN for a NULL integer, its
 Timestamp, Polars' datetimes) compare equal, and nothing else does.
