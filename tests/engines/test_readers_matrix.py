@@ -30,6 +30,8 @@ from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.doors.fivetran.convert import table_from_proto
 from delta_destination.engines.statements import create_table_sql, path_identifier, register_table_sql, set_properties_sql
 from testkit import readers as R
+from testkit.delta_read import commit_history
+from testkit.server_process import served
 from testkit.fivetran_requests import batch_file, col, table, write_request
 
 UTC = dt.timezone.utc
@@ -78,6 +80,9 @@ class Build:
         delete = [batch_file(self.tmp, t, [{"id": i, "_fivetran_synced": SYNC2} for i in deletes], kind="delete")] if deletes else []
         assert srv.stub.WriteBatch(write_request("readers", t, replace=replace, delete=delete)).success
 
+    def operations(self, name) -> list[str]:
+        return [c["operation"] for c in commit_history(self.path(name))]
+
     def both_batches(self, srv, t, before_second=None):
         self.write(srv, t, FIRST)
         if before_second is not None:
@@ -106,10 +111,11 @@ class Build:
         self.sail_sql(create_table_sql(f"readers_{t.name}", column_defs(schema.columns), props, location=self.path(t.name)))
 
 
-def expected_rows(columns, renamed=None, widened=False) -> list[dict]:
+def expected_rows(columns, renamed=None, second=SECOND) -> list[dict]:
+    """The rows after both batches, in canonical form (`renamed`: old name -> new name)."""
     names = [c.name for c in columns]
     final = {r["id"]: r for r in FIRST}
-    final.update({r["id"]: r for r in SECOND})
+    final.update({r["id"]: r for r in second})
     for i in DELETED:
         final.pop(i)
     out = []
@@ -159,18 +165,24 @@ def build_kinds(b: Build) -> dict[str, tuple[str, list[dict]]]:
         assert r.WhichOneof("response") == "success", r
         kept = table(name, *base, col(NEW, "STRING"))
         assert b.spark_server.stub.AlterTable(pb.AlterTableRequest(schema_name="readers", table=kept, drop_columns=True)).success
+        ops = b.operations(name)
+        assert "RENAME COLUMN" in ops and "DROP COLUMNS" in ops and ops.count("WRITE") == 1, ops   # in place
         kinds[name] = (b.path(name), expected_rows((*base, OLD), renamed={"old": NEW}))
 
     # Type widening on (as a user turns it on), one column widened INT -> LONG by the default engine
-    # (the AlterTable goes to Spark), the second batch Sail's again.
+    # (the AlterTable goes to Spark, in place), the second batch (a value past INT) Sail's again.
     t = table("widened", *base)
     b.create(b.auto, t)
     b.write(b.auto, t, FIRST)
     b.spark_sql(f"ALTER TABLE {path_identifier(b.path('widened'))} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
     wide = table("widened", *[col("i", "LONG") if c.name == "i" else c for c in base])
     assert b.auto.stub.AlterTable(pb.AlterTableRequest(schema_name="readers", table=wide)).success
-    b.write(b.auto, wide, SECOND, DELETED)
-    kinds["widened"] = (b.path("widened"), expected_rows(wide.columns))
+    second = [SECOND[0], {**SECOND[1], "i": 2**40}]
+    b.write(b.auto, wide, second, DELETED)
+    ops = b.operations("widened")
+    assert "CHANGE COLUMN" in ops and ops.count("WRITE") == 1, ops                                 # in place
+    assert served(b.auto.log_path, "widened")[-1].startswith("engine sail"), served(b.auto.log_path, "widened")
+    kinds["widened"] = (b.path("widened"), expected_rows(wide.columns, second=second))
     return kinds
 
 
