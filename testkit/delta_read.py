@@ -1,13 +1,17 @@
 """Read a Delta table back independently of Spark, for tests and the benchmark: its rows (as an
 Arrow table, sorted, or by key), its version, properties and commits.
 
-delta-rs (the `deltalake` package) reads the table through its own query engine
-(QueryBuilder), which applies deletion vectors and column mapping. We avoid
-`DeltaTable.to_pyarrow_table()` / `to_pyarrow_dataset()`: on deltalake 1.6.6 they refuse a
-table with deletion vectors (a DeltaProtocolError naming the reader feature), answer every
-value NULL without an error on a table with column mapping (what `--engine spark` creates;
-issue 37), and abort the interpreter at exit about half the time ("terminate called without
-an active exception").
+delta-rs (the `deltalake` package) reads the table through its own query engine (QueryBuilder),
+which reads every kind of table the destination writes but a widened one (docs/readers.md, measured
+by tests/engines/test_readers_matrix.py): deletion vectors, column mapping of either reader version,
+renamed and dropped columns, timestampNtz. Type widening it refuses ("Unsupported table features
+required: [TypeWidening]"): tests of widened tables read them with Spark or Sail. We avoid
+`DeltaTable.to_pyarrow_table()` (and `to_pandas()`, built on the same reader): on deltalake 1.6.6 it
+answers every value NULL without an error on the reader-2 column-mapped tables `--engine spark`
+creates, refuses deletion vectors, column mapping with reader version 3 and type widening (a
+DeltaProtocolError naming the reader feature), and was seen to abort the interpreter at exit
+("terminate called without an active exception"; not reproduced in 8 runs of testkit/readers.py's
+child on 2026-12-02).
 
 Tables on object storage take delta-rs `storage_options`, given per call or registered once per
 store prefix (`register_storage("s3://bucket/", options)`, as the test session's S3 server does), so

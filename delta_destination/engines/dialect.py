@@ -231,7 +231,7 @@ class SailDialect(Dialect):
     # spread over the table) into 2M rows copied 1,950,000 rows and took 14.4 s without them, 0 rows
     # and 2.6 s with them (docs/big-tables.md). Below this size a copy of the touched files is
     # cheap, and the table stays readable by readers without the feature (delta-rs's
-    # to_pyarrow_table, Polars).
+    # to_pyarrow_table and pandas through it; docs/readers.md).
     deletion_vectors_from_bytes = 64 * 2**20
 
     def __init__(self, own_process: bool = False):
