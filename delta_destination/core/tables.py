@@ -3,9 +3,10 @@
 Each is one Delta commit where the data changes (a type change or a dropped column is
 one overwrite commit), plus the metadata property commit. Where the engine can change a
 table's columns in place, it does so in the log only, without rewriting a data file: a
-dropped column or a renamed one (Apache Spark + Delta on a table with column mapping), and
-type changes that Delta widens on a table with type widening on (Apache Spark + Delta; auto
-hands such an AlterTable to Spark: docs/column-changes.md).
+dropped column or a renamed one (Apache Spark + Delta on a table with column mapping, turned on
+at the first such change under the `column_changes` setting `in_place`: core/column_mapping.py),
+and type changes that Delta widens (type widening, likewise); auto hands such a request to Spark
+(docs/column-changes.md).
 """
 from __future__ import annotations
 

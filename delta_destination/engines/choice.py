@@ -8,7 +8,8 @@ one that can do table upkeep and register tables in a metastore, but it costs a 
 1.5-3 GB and half a minute to start). So auto serves each request on Sail unless Sail cannot
 serve it, and then on Spark, started on first need and stopped after an idle time
 (engines/pool.py). Both engines read and write each other's tables (the tables auto
-creates are Sail's: no deletion vectors, no column mapping; docs/engines.md).
+creates are Sail's: no deletion vectors, no column mapping until their first rename or drop,
+column_change_choice; docs/engines.md).
 
 The rules are pure functions of the settings and of numbers the core measured, so they are
 unit-tested without an engine (tests/engines/test_auto_engine.py); each choice carries a reason

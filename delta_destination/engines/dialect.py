@@ -365,9 +365,9 @@ class SparkDialect(Dialect):
       are metadata-only). Such tables need readers with those features: Sail 0.7.2 and
       delta-rs read them, and Sail writes them (tests/engines/test_cross_engine.py, docs/column-changes.md).
     - Standard SQL where Spark has it: ALTER TABLE ADD COLUMNS, SHOW TBLPROPERTIES, and on
-      tables with column mapping (the table's own `delta.columnMapping.mode`, never assumed:
-      a table Sail created has none and is rewritten as before, its protocol left alone)
-      ALTER TABLE RENAME COLUMN / DROP COLUMNS, which change only the log's schema.
+      tables with column mapping (the table's own `delta.columnMapping.mode`, never assumed: a
+      table Sail created gets it at its first rename or drop under `column_changes` = `in_place`,
+      COLUMN_MAPPING_UPGRADE) ALTER TABLE RENAME COLUMN / DROP COLUMNS, which change only the log's schema.
     - Batches up to LOCAL_RELATION_LIMIT travel as Spark Connect local relations. A bigger
       one would be materialised whole in the driver (a 1M-row, 20-column batch, 238 MB of
       Arrow, ran a 2 GB driver out of heap): it is staged as Parquet files, as on Sail
