@@ -5,7 +5,8 @@ rename or drop goes to Apache Spark + Delta, which turns column mapping on (read
 the columnMapping feature named) in the commit that writes the Fivetran metadata, then renames or
 drops in the log. No data file is added or removed (read from the Delta log); Sail serves the
 MERGEs after it (upsert, partial update, delete, with deletion vectors), a rewrite, and a history
-table. `rewrite` keeps the table's protocol and rewrites, as before. Rows are read back with
+table, and a widening with no table setting (in place; a table's own `false` rewrites). `rewrite`
+keeps the table's protocol and rewrites, as before. Rows are read back with
 delta-rs's query engine and with Apache Spark.
 """
 from __future__ import annotations
@@ -196,6 +197,25 @@ def test_rename_and_drop_in_place_on_the_default_engine(tmp_path, dedicated_serv
     got = sorted((r["id"], r["full name"], r["_fivetran_active"]) for r in read_delta_table(hpath).to_pylist())
     assert got == [(1, "a", False), (1, "a2", True), (2, "b", True)]
     assert sorted((r["id"], r["full name"], r["_fivetran_active"]) for r in spark_rows(shared_spark.url, hpath)) == got
+
+    # A widening under `in_place` needs no table setting: type widening is turned on with it, on Spark;
+    # a table's own delta.enableTypeWidening = false keeps it rewriting on Sail.
+    for name, own, in_place in (("wide", None, True), ("nowide", "false", False)):
+        w1 = table(name, col("id", "INT", pk=True), col("n", "INT"), col("_fivetran_synced", "UTC_DATETIME"))
+        wpath = f"{srv.warehouse}/s/{name}"
+        assert stub.CreateTable(pb.CreateTableRequest(schema_name="s", table=w1)).success
+        assert stub.WriteBatch(write_request("s", w1, replace=[batch_file(tmp_path, w1, [
+            {"id": 1, "n": 2147483647, "_fivetran_synced": SYNC}])])).success
+        if own is not None:
+            spark_sql(shared_spark.url, f"ALTER TABLE delta.`{wpath}` SET TBLPROPERTIES ('delta.enableTypeWidening' = '{own}')")
+        v = delta_version(wpath)
+        w2 = table(name, col("id", "INT", pk=True), col("n", "LONG"), col("_fivetran_synced", "UTC_DATETIME"))
+        assert stub.AlterTable(pb.AlterTableRequest(schema_name="s", table=w2)).success
+        made = commits_kinds(wpath, v + 1, delta_version(wpath))
+        data_ops = [op for op, kinds in made if {"add", "remove"} & kinds]
+        assert data_ops == ([] if in_place else ["WRITE"]), made
+        assert ("CHANGE COLUMN" in [op for op, _ in made]) == in_place, made
+        assert [(r["id"], r["n"]) for r in spark_rows(shared_spark.url, wpath)] == [(1, 2147483647)]
 
     # `rewrite` keeps the protocol: the rename and the drop rewrite in one commit each, as before.
     k1 = table("k", *cols())
