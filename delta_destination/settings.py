@@ -35,6 +35,11 @@ from .warehouse import normalise_root
 
 ENGINES = ("auto", "sail", "spark")
 AUTO = "auto"
+# How AlterTable and Migrate change a table's columns (docs/column-changes.md): in the Delta log
+# alone where an engine can, upgrading the table's protocol when that needs it, or by rewriting
+# the table while keeping its protocol (so delta-rs, pandas and Polars keep reading it).
+IN_PLACE, REWRITE = "in_place", "rewrite"
+COLUMN_CHANGES = (IN_PLACE, REWRITE)
 DEFAULT_MEMORY_BUDGET_GB = 4.0   # or half the machine's RAM when that is less (docs/sail-merge-memory.md)
 MEMORY_BUDGET_ENV = "DELTA_DESTINATION_MEMORY_BUDGET_GB"
 DELTA_RETENTION_HOURS = 7 * 24   # Delta's delta.deletedFileRetentionDuration: VACUUM's default and minimum
@@ -94,6 +99,13 @@ FIELDS: tuple[Field, ...] = (
           "memory for; with engine auto, such a MERGE runs on Apache Spark instead (default: "
           f"{DEFAULT_MEMORY_BUDGET_GB:g}, or half the RAM when less).", kind=NUMBER, env=MEMORY_BUDGET_ENV, minimum=0,
           parser=budget_value),
+    Field("column_changes", "Column changes", "in_place: widened types, renamed and dropped columns change only "
+          "the Delta log where an engine can (Apache Spark + Delta; auto hands such a change to it), upgrading a "
+          "table's protocol at its first change that needs it (column mapping: reader 3 / writer 7; type widening), "
+          "which delta-rs, pandas and Polars then refuse to read. rewrite: keep every table's protocol (changes the "
+          "table already allows stay in place); other changes rewrite the table in one commit, which grows with "
+          "the table. A table's own delta.enableTypeWidening counts either way.", kind=CHOICE, default=IN_PLACE,
+          choices=COLUMN_CHANGES),
     *(f for store in STORES for f in store.fields),   # each store's own (storage/s3.py, azure.py, gcs.py)
     Field("catalog_uri", "Hive Metastore URI", "thrift://host:9083: register every table as an external Delta "
           "table <schema>.<table> in this metastore (Apache Spark engine). Empty: tables are paths only.",
@@ -212,6 +224,7 @@ class Settings:
     memory_budget_gb: Optional[float] = None  # None = $DELTA_DESTINATION_MEMORY_BUDGET_GB or the default
     storage: StorageOptions = StorageOptions()
     catalog_uri: Optional[str] = None
+    column_changes: str = default_of("column_changes")   # in_place or rewrite (core/tables.py)
 
     def __post_init__(self):
         if self.engine not in ENGINES:
@@ -220,6 +233,8 @@ class Settings:
             raise InvalidRequest("spark_remote must be a Spark Connect URL like sc://host:15002")
         if self.memory_budget_gb is not None and not self.memory_budget_gb > 0:
             raise InvalidRequest("memory_budget_gb must be a positive number of GB")
+        if self.column_changes not in COLUMN_CHANGES:
+            raise InvalidRequest(f"column_changes must be one of {', '.join(COLUMN_CHANGES)}")
         if self.catalog_uri and not self.catalog_uri.startswith("thrift://"):
             raise InvalidRequest("catalog_uri must be a Hive Metastore URI like thrift://host:9083")
         if self.catalog_uri and self.engine == "sail":
@@ -366,5 +381,5 @@ if __name__ == "__main__":
 
 
 __all__ = ["FIELDS", "BY_KEY", "Field", "Settings", "StorageOptions", "from_values", "from_flags", "add_flags",
-           "ENGINES", "AUTO", "parse_budget", "normalise_keys", "default_of",
+           "ENGINES", "AUTO", "IN_PLACE", "REWRITE", "COLUMN_CHANGES", "parse_budget", "normalise_keys", "default_of",
            "CHOICE", "NUMBER", "BOOL", "CONNECTION", "RUNTIME", "PROCESS"]

@@ -346,12 +346,14 @@ class TableRegistry:
         self._meta_cache[ref.location] = metadata.StoredMetadata(1, schema.columns)
 
     def set_metadata(self, eng: EngineSession, ref: TableRef, schema: TableSchema,
-                     stats_schema: Optional[TableSchema] = None) -> None:
+                     stats_schema: Optional[TableSchema] = None, extra: Optional[dict[str, str]] = None) -> None:
         """`stats_schema`: the columns the Delta schema holds right now, when that differs from
-        `schema` (Delta refuses statistics settings naming columns it does not have)."""
+        `schema` (Delta refuses statistics settings naming columns it does not have); `extra`: other
+        table properties set in the same commit (a protocol upgrade)."""
         meta = self.stored_metadata(eng, ref)
         gen = (meta.generation if meta else 0) + 1
-        props = {metadata.PROPERTY: metadata.encode(schema, gen), **metadata.stats_properties(stats_schema or schema)}
+        props = {**(extra or {}), metadata.PROPERTY: metadata.encode(schema, gen),
+                 **metadata.stats_properties(stats_schema or schema)}
         self.set_properties(eng, ref, props)
         self._meta_cache[ref.location] = metadata.StoredMetadata(gen, schema.columns)
 

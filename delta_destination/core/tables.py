@@ -3,9 +3,10 @@
 Each is one Delta commit where the data changes (a type change or a dropped column is
 one overwrite commit), plus the metadata property commit. Where the engine can change a
 table's columns in place, it does so in the log only, without rewriting a data file: a
-dropped column or a renamed one (Apache Spark + Delta on a table with column mapping), and
-type changes that Delta widens on a table with type widening on (Apache Spark + Delta; auto
-hands such an AlterTable to Spark: docs/column-changes.md).
+dropped column or a renamed one (Apache Spark + Delta on a table with column mapping, turned on
+at the first such change under the `column_changes` setting `in_place`: core/column_mapping.py),
+and type changes that Delta widens (type widening, likewise); auto hands such a request to Spark
+(docs/column-changes.md).
 """
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from .. import logs
 from ..engines.router import EngineSession, column_change_choice, delta_widens
 from ..errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismatch, TableAlreadyExists
 from ..names import case_clash, check_column_name
-from ..settings import Settings
+from ..settings import IN_PLACE, Settings
 from . import metadata
+from .column_mapping import mapping_upgrade, wants_engine_that_maps
 from .delta_log import PropertyWatch, TableSnapshot
 from .registry import TableRegistry, OpenTable, TableRef
 from .model import Column, DataType, TableSchema
@@ -50,18 +52,27 @@ def validate_columns(schema: TableSchema) -> None:
                              f"tables cannot hold apart; rename one of them")
 
 
-def widens_in_place(snapshot: Optional[TableSnapshot]) -> bool:
-    """Are this table's type changes that Delta widens made in its log only? Where its own Delta
-    setting `delta.enableTypeWidening` is on (one Spark SQL statement turns it on for a table). Not
-    by default: a widened table carries the `typeWidening` reader feature, which delta-rs 1.6.6 (and
-    pandas and Polars reading through it) refuses to read at all, while a rewrite keeps the table
-    readable by every reader (docs/column-changes.md).
+def widens_in_place(snapshot: Optional[TableSnapshot], column_changes: str = IN_PLACE) -> bool:
+    """Are this table's type changes that Delta widens made in its log only? The table's own Delta
+    setting `delta.enableTypeWidening` decides where it is set ('true' or 'false'); else the
+    `column_changes` setting: `in_place` (the default) turns type widening on at the first widening,
+    `rewrite` keeps the table's protocol. A widened table carries the `typeWidening` reader feature,
+    which delta-rs 1.6.6 (and pandas and Polars reading through it) refuses to read at all, while a
+    rewrite keeps the table readable by every reader (docs/column-changes.md). None (no snapshot:
+    the destination cannot read the log) rewrites.
     >>> import pyarrow as pa
     >>> snap = lambda conf: TableSnapshot(1, conf, {}, pa.table({}))
-    >>> widens_in_place(snap({TYPE_WIDENING: "true"})), widens_in_place(snap({})), widens_in_place(None)
-    (True, False, False)
+    >>> widens_in_place(snap({TYPE_WIDENING: "true"}), "rewrite"), widens_in_place(snap({})), widens_in_place(None)
+    (True, True, False)
+    >>> widens_in_place(snap({}), "rewrite"), widens_in_place(snap({TYPE_WIDENING: "false"}))
+    (False, False)
     """
-    return snapshot is not None and snapshot.configuration.get(TYPE_WIDENING) == "true"
+    if snapshot is None:
+        return False
+    own = snapshot.configuration.get(TYPE_WIDENING)
+    if own is not None:
+        return own == "true"
+    return column_changes == IN_PLACE
 
 
 def equivalent(a: TableSchema, b: TableSchema) -> bool:
@@ -139,12 +150,16 @@ class Tables:
                        f"re-keyed: where several of them share a value of the new key, later changes apply to "
                        f"each of them; a re-sync of the table makes the rows unique again")
             widens = (self._widenings(current, target, changed)
-                      if changed and not dropped and widens_in_place(t.snapshot()) else [])
+                      if changed and not dropped and widens_in_place(t.snapshot(), t.lease.request.column_changes)
+                      else [])
             if changed:
                 eng = self._column_change_engine(t, widens, changed)
             # In place only when the drop is the whole schema change: Delta has no single statement
             # that drops and adds columns, and one request keeps one schema commit (a rewrite).
-            in_place = (bool(dropped) and not changed and not added and eng.drops_in_place(ref.location, dropped))
+            upgrade = (self.mapping_engine(t, lambda e: e.drops_in_place(ref.location, dropped))
+                       if dropped and not changed and not added else None)
+            eng = t.eng
+            in_place = upgrade is not None
             if changed and widens and eng.widens_types_in_place:
                 self.widen_in_place(eng, ref, current, target, widens, t.snapshot())
                 if added:
@@ -153,7 +168,7 @@ class Tables:
                 self.rewrite_columns(eng, ref, current, target)
             else:
                 if dropped:
-                    self.drop_in_place(eng, ref, current, dropped)
+                    self.drop_in_place(eng, ref, current, dropped, upgrade or {})
                 if added:
                     eng.add_columns(ref.location, [(c.name, spark_type(c)) for c in added])
             if tuple(final) != tuple(current.columns) or reg.stored_metadata(eng, ref) is None:
@@ -193,6 +208,23 @@ class Tables:
                 f"the table unreadable to itself; run this change with the Apache Spark engine (--engine spark); "
                 f"the table is unchanged")
         return t.eng
+
+    def mapping_engine(self, t: OpenTable, mapped: Callable[[EngineSession], bool]) -> Optional[dict[str, str]]:
+        """For a rename or drop: the table properties to set before it is made in place ({}: none;
+        column mapping at the table's first, core/column_mapping.py), or None: rewrite. Under
+        `in_place` auto hands the request to Apache Spark (engines/choice.py column_change_choice,
+        reason code `column_mapping`), the one engine with RENAME/DROP COLUMN. `mapped` asks the
+        engine whether the table has column mapping, where the destination cannot read its log."""
+        column_changes = t.lease.request.column_changes
+        if wants_engine_that_maps(column_changes):
+            choice = column_change_choice(t.lease.choice, self.registry.router.spark_available(t.lease.request),
+                                          False, False, maps_columns=True)
+            if choice != t.lease.choice:
+                t.lease.move_to(choice)
+        snapshot = t.snapshot()
+        if snapshot is None:
+            return {} if t.eng.maps_columns and mapped(t.eng) else None
+        return mapping_upgrade(snapshot.configuration, column_changes, t.eng.maps_columns)
 
     @staticmethod
     def _widened_columns(snapshot: Optional[TableSnapshot], names: list[str]) -> list[str]:
@@ -245,13 +277,15 @@ class Tables:
             raise
         self.registry.schema_changed(eng, ref)
 
-    def drop_in_place(self, eng: EngineSession, ref: TableRef, current: TableSchema, dropped: list[str]) -> None:
-        """A metadata-only drop (the dialect said the table allows it). As after a rewrite, the
-        stored metadata is written after the drop (alter): until then it still lists the
+    def drop_in_place(self, eng: EngineSession, ref: TableRef, current: TableSchema, dropped: list[str],
+                      upgrade: dict[str, str]) -> None:
+        """A metadata-only drop (mapping_engine said the table allows it, after `upgrade`: column
+        mapping, set in the same commit as the statistics list the drop needs). As after a rewrite,
+        the stored metadata is written after the drop (alter): until then it still lists the
         vanished columns, which describe ignores. The values stay in the data files, no longer
         referenced, until those files are rewritten and vacuumed."""
         kept = TableSchema(current.name, tuple(c for c in current.columns if c.name not in dropped))
-        self.registry.set_properties(eng, ref, metadata.drop_safe_stats_properties(kept))
+        self.registry.set_properties(eng, ref, {**upgrade, **metadata.drop_safe_stats_properties(kept)})
         eng.drop_columns(ref.location, dropped)
         self.registry.schema_changed(eng, ref)
 
@@ -262,16 +296,18 @@ class Tables:
                             lambda: eng.overwrite(f"rewrite {ref.display}", ref.location, select_sql))
 
     def change_columns(self, eng: EngineSession, ref: TableRef, current: TableSchema, target: TableSchema,
-                       commit: Callable[[], None]) -> None:
+                       commit: Callable[[], None], before: Optional[dict[str, str]] = None) -> None:
         """`commit` gives the table `target`'s columns in ONE commit (a rewrite, or a metadata-only
-        rename). The metadata property cannot share that commit, so it is written before as a
-        superset (target + columns about to go; describe only reads entries of columns the Delta
-        schema has) and tidied after."""
+        rename). The metadata property cannot share that commit (Delta's RENAME COLUMN sets no table
+        property), so it is written before as a superset (target + columns about to go; describe only
+        reads entries of columns the Delta schema has), with `before` (a protocol upgrade the commit
+        needs) in the same commit, and tidied after."""
         validate_columns(target)
         reg = self.registry
         removed = tuple(c for c in current.columns if not target.has(c.name))
         kept = TableSchema(target.name, tuple(c for c in target.columns if current.has(c.name)))
-        reg.set_metadata(eng, ref, TableSchema(target.name, target.columns + removed), stats_schema=kept)
+        reg.set_metadata(eng, ref, TableSchema(target.name, target.columns + removed), stats_schema=kept,
+                         extra=before)
         commit()
         reg.schema_changed(eng, ref)
         if removed:

@@ -8,7 +8,8 @@ one that can do table upkeep and register tables in a metastore, but it costs a 
 1.5-3 GB and half a minute to start). So auto serves each request on Sail unless Sail cannot
 serve it, and then on Spark, started on first need and stopped after an idle time
 (engines/pool.py). Both engines read and write each other's tables (the tables auto
-creates are Sail's: no deletion vectors, no column mapping; docs/engines.md).
+creates are Sail's: no deletion vectors, no column mapping until their first rename or drop,
+column_change_choice; docs/engines.md).
 
 The rules are pure functions of the settings and of numbers the core measured, so they are
 unit-tested without an engine (tests/engines/test_auto_engine.py); each choice carries a reason
@@ -198,7 +199,7 @@ def should_prestart(base: EngineChoice, spark_available: bool, target_bytes: Opt
 
 
 def column_change_choice(base: EngineChoice, spark_available: bool, widens: bool,
-                         retypes_widened: bool) -> EngineChoice:
+                         retypes_widened: bool, maps_columns: bool = False) -> EngineChoice:
     """The engine of an AlterTable that changes column types, when auto opened it on Sail:
     `widens` -- every change is one Delta widens in the log (dialect.delta_widens), which only
     Apache Spark + Delta can commit (Sail 0.7.2 has no ALTER COLUMN ... TYPE and would rewrite every
@@ -213,6 +214,11 @@ def column_change_choice(base: EngineChoice, spark_available: bool, widens: bool
     ('sail', 'sail')
     >>> column_change_choice(EngineChoice(SAIL, "configured", False), True, True, False).engine
     'sail'
+
+    `maps_columns` -- a rename or drop in place (column mapping, upgraded first where the table lacks
+    it: core/tables.py), which Sail 0.7.2 has no statement for; Sail reads and writes the table after.
+    >>> column_change_choice(b, True, False, False, maps_columns=True).code
+    'column_mapping'
     """
     if not (base.auto and base.engine == SAIL and spark_available):
         return base
@@ -222,4 +228,7 @@ def column_change_choice(base: EngineChoice, spark_available: bool, widens: bool
     if retypes_widened:
         return EngineChoice(SPARK, "a rewrite changes the type of a column Delta widened, which Sail 0.7.2 cannot "
                                    "read back", True, "widened_retype")
+    if maps_columns:
+        return EngineChoice(SPARK, "a renamed or dropped column is a metadata commit on Apache Spark + Delta (Sail "
+                                   "0.7.2 would rewrite the table)", True, "column_mapping")
     return base

@@ -29,6 +29,19 @@ log = logs.get(__name__)
 # rename or drop changes only the schema in the log.
 COLUMN_MAPPING = "delta.columnMapping.mode"
 MAPPED_MODES = ("name", "id")
+# What a table without column mapping gets before its first rename or drop in place (one SET
+# TBLPROPERTIES commit on Apache Spark + Delta; existing columns keep their names as physical names,
+# so no data file changes). delta-spark 4.4 writes column mapping alone as reader version 2 with no
+# reader features (it lowers an asked-for reader 3), which delta-rs 1.6.6's to_pyarrow_table reads
+# as all NULLs without an error; with the timestampNtz feature beside it (a reader-3 feature every
+# engine here supports, and no column needs) the protocol is reader 3 / writer 7 naming
+# columnMapping, which that call refuses loudly instead ("reader features {'columnMapping'} ... not
+# yet supported"). Measured 2026-12-02: docs/column-changes.md.
+COLUMN_MAPPING_UPGRADE = {
+    "delta.feature.timestampNtz": "supported",
+    "delta.feature.columnMapping": "supported",
+    COLUMN_MAPPING: "name",
+}
 
 # How many partitions Spark (and Delta's VACUUM) list files with, and Spark's default.
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
@@ -136,6 +149,10 @@ class Dialect:
     def drops_in_place(self, spark, location: str, names: list[str]) -> bool:
         """Can `drop_columns` drop these columns of this table without rewriting its data?"""
         return False
+
+    # Can the engine rename and drop columns in the log once a table has column mapping (a table
+    # without it upgraded first with COLUMN_MAPPING_UPGRADE)? Sail 0.7.2 has no RENAME/DROP COLUMN.
+    maps_columns = False
 
     # Can the engine change column types in the log only (Delta type widening, for the changes
     # `delta_widens` allows)? Sail 0.7.2 has no ALTER COLUMN ... TYPE: it rewrites the table.
@@ -348,9 +365,9 @@ class SparkDialect(Dialect):
       are metadata-only). Such tables need readers with those features: Sail 0.7.2 and
       delta-rs read them, and Sail writes them (tests/engines/test_cross_engine.py, docs/column-changes.md).
     - Standard SQL where Spark has it: ALTER TABLE ADD COLUMNS, SHOW TBLPROPERTIES, and on
-      tables with column mapping (the table's own `delta.columnMapping.mode`, never assumed:
-      a table Sail created has none and is rewritten as before, its protocol left alone)
-      ALTER TABLE RENAME COLUMN / DROP COLUMNS, which change only the log's schema.
+      tables with column mapping (the table's own `delta.columnMapping.mode`, never assumed: a
+      table Sail created gets it at its first rename or drop under `column_changes` = `in_place`,
+      COLUMN_MAPPING_UPGRADE) ALTER TABLE RENAME COLUMN / DROP COLUMNS, which change only the log's schema.
     - Batches up to LOCAL_RELATION_LIMIT travel as Spark Connect local relations. A bigger
       one would be materialised whole in the driver (a 1M-row, 20-column batch, 238 MB of
       Arrow, ran a 2 GB driver out of heap): it is staged as Parquet files, as on Sail
@@ -435,6 +452,7 @@ class SparkDialect(Dialect):
     def drops_in_place(self, spark, location: str, names: list[str]) -> bool:
         return bool(names) and self.column_mapping(spark, location)
 
+    maps_columns = True
     widens_types_in_place = True
 
     def widen_columns(self, spark, location: str, columns: list[tuple[str, str]], properties: dict[str, str]) -> None:

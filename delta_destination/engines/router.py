@@ -21,7 +21,7 @@ from .. import logs, metrics
 from ..settings import AUTO, Runtime, Settings
 from .choice import (SAIL, SPARK, EngineChoice, base_choice, column_change_choice, merge_choice, should_prestart,
                      small_statements, spark_available, upkeep_choice)
-from .dialect import Dialect, delta_widens, dialect_for
+from .dialect import COLUMN_MAPPING, COLUMN_MAPPING_UPGRADE, MAPPED_MODES, Dialect, delta_widens, dialect_for
 from .pool import EnginePool
 from .session import EngineSession
 from .supervisor import recycle_policy
@@ -31,7 +31,8 @@ log = logs.get(__name__)
 # What the core may use of engines/ besides leases: the choice's type and its pure MERGE rule, and
 # each engine's dialect facts (read by the core's pure write planner, core/write_plan.py).
 __all__ = ["EngineRouter", "EngineLease", "EngineSession", "EngineChoice", "Dialect", "check_warehouse", "dialect_for",
-           "merge_choice", "column_change_choice", "delta_widens", "SAIL", "SPARK"]
+           "merge_choice", "column_change_choice", "delta_widens", "SAIL", "SPARK", "COLUMN_MAPPING",
+           "COLUMN_MAPPING_UPGRADE", "MAPPED_MODES"]
 
 
 @dataclass

@@ -199,6 +199,10 @@ class EngineSession:
         return self.dialect.drops_in_place(self.spark, self.path(location), names)
 
     @property
+    def maps_columns(self) -> bool:
+        return self.dialect.maps_columns
+
+    @property
     def widens_types_in_place(self) -> bool:
         return self.dialect.widens_types_in_place
 

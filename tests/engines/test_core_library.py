@@ -41,7 +41,9 @@ def engines():
 
 @pytest.fixture
 def settings(tmp_path):
-    return Settings.create(str(tmp_path / "wh"))
+    """`column_changes` = `rewrite`: this module's core runs on embedded Sail; under `in_place` auto
+    would start a local Spark JVM for its widening and its rename (tests/engines/test_column_mapping_upgrade.py)."""
+    return Settings.create(str(tmp_path / "wh"), column_changes="rewrite")
 
 
 

@@ -67,7 +67,9 @@ def _protocol(path):
 def test_columns_changed_in_place_move_between_engines(pair, tmp_path, dedicated_server):
     """Spark renames and drops columns of its own tables in place (column mapping); Sail then
     reads, upserts, renames and drops (its rewrites). A table Sail created has no column
-    mapping: Spark rewrites it instead and never upgrades its protocol, so Sail keeps writing.
+    mapping: under `column_changes` = `rewrite` Spark rewrites it instead and never upgrades its
+    protocol, so Sail keeps writing (under `in_place`, the default, Spark upgrades it:
+    tests/engines/test_column_mapping_upgrade.py).
     Each table is handed over once, as between deployments: a server's cached metadata
     assumes nobody else changes its tables' schemas meanwhile."""
     from testkit.fivetran_requests import batch_file, col, columns_of, describe, table, write_request
@@ -79,8 +81,8 @@ def test_columns_changed_in_place_move_between_engines(pair, tmp_path, dedicated
     schema = "x_inplace"
     wh = pair["spark"].warehouse
 
-    def rename(stub, name, old, new):
-        r = stub.Migrate(pb.MigrateRequest(details=pb.MigrationDetails(schema=schema, table=name, rename=pb.RenameOperation(
+    def rename(stub, name, old, new, configuration=None):
+        r = stub.Migrate(pb.MigrateRequest(configuration=configuration or {}, details=pb.MigrationDetails(schema=schema, table=name, rename=pb.RenameOperation(
             rename_column=pb.RenameColumn(from_column=old, to_column=new)))))
         assert r.WhichOneof("response") == "success", r
 
@@ -105,11 +107,12 @@ def test_columns_changed_in_place_move_between_engines(pair, tmp_path, dedicated
                         {"id": 2, a: "y", c: 2, "j": None, "_fivetran_synced": sync}])
         return f"{wh}/{schema}/{name}"
 
-    def rename_and_drop(stub, name, a, new):
-        rename(stub, name, a, new)
+    def rename_and_drop(stub, name, a, new, configuration=None):
+        rename(stub, name, a, new, configuration)
         t = table(name, col("id", "INT", pk=True), col(new, "STRING"), col("j", "JSON"),
                   col("_fivetran_synced", "UTC_DATETIME"))
-        assert stub.AlterTable(pb.AlterTableRequest(schema_name=schema, table=t, drop_columns=True)).success
+        assert stub.AlterTable(pb.AlterTableRequest(schema_name=schema, table=t, drop_columns=True,
+                                                    configuration=configuration or {})).success
         return t
 
     def described(stub, name):
@@ -138,12 +141,12 @@ def test_columns_changed_in_place_move_between_engines(pair, tmp_path, dedicated
     assert rows(path) == expected([(1, "x1", None), (2, "y2", "[2]"), (3, "z", None)], j="j2")
     assert delta_properties(path)["delta.columnMapping.mode"] == "name"
 
-    # Sail's table: Spark rewrites it (no column mapping to use) and leaves its protocol alone.
+    # Sail's table under `rewrite`: Spark rewrites it (no column mapping to use) and leaves its protocol alone.
     # (Names like `a b` need column mapping on Delta: Spark refuses to write them into such a table.)
     path = start(pair["sail"].stub, "by_sail", "a_b", "c_d")
     protocol = _protocol(path)
     assert "delta.columnMapping.mode" not in delta_properties(path)
-    t = rename_and_drop(pair["spark"].stub, "by_sail", "a_b", "renamed_é")
+    t = rename_and_drop(pair["spark"].stub, "by_sail", "a_b", "renamed_é", {"column_changes": "rewrite"})
     assert data_ops(path) == ["WRITE", "WRITE", "WRITE"]  # the first write and two rewrites
     assert "delta.columnMapping.mode" not in delta_properties(path) and _protocol(path) == protocol
     assert rows(path) == expected([(1, "x", "{}"), (2, "y", None)], new="renamed_é")

@@ -176,7 +176,8 @@ def test_widening_alter_table(stub, server, engine, unique_schema, tmp_path, req
     assert {r["id"]: (r["s"], r["i"]) for r in rows} == {1: (32767, "2147483647"), 2: (70000, "9000000000"),
                                                          3: (1, "1")}
 
-    # A table without type widening on (the default) is rewritten, and stays readable by delta-rs.
+    # Under the `column_changes` setting `rewrite` a table without type widening on is rewritten, and
+    # stays readable by delta-rs.
     plain = (BEFORE[0], BEFORE[2], BEFORE[7])
     assert stub.CreateTable(pb.CreateTableRequest(schema_name=unique_schema, table=table("p", *plain))).success
     ppath = f"{server.warehouse}/{unique_schema}/p"
@@ -184,7 +185,7 @@ def test_widening_alter_table(stub, server, engine, unique_schema, tmp_path, req
     assert stub.WriteBatch(write_request(unique_schema, table("p", *plain),
                                          replace=[batch_file(tmp_path, table("p", *plain), [prow])])).success
     v = delta_version(ppath)
-    assert stub.AlterTable(pb.AlterTableRequest(schema_name=unique_schema,
+    assert stub.AlterTable(pb.AlterTableRequest(schema_name=unique_schema, configuration={"column_changes": "rewrite"},
                                                 table=table("p", plain[0], WIDENED[2], plain[2]))).success
     made = commits_kinds(ppath, v + 1, delta_version(ppath))
     assert [c[0] for c in made if {"add", "remove"} & c[1]] == ["WRITE"], made

@@ -15,9 +15,8 @@ from .operations import SUCCESS, AddColumnWithDefaultValue, CopyColumn, Migratio
 
 class ColumnMigrations(MigrationFamily):
     def rename_column(self, settings: Settings, d: MigrationDetails, op: RenameColumn):
-        ref = self.registry.locate(settings, d.schema, d.table)
-        with self.registry.session(settings) as eng, self.registry.locked(ref):
-            cur = self.registry.require(eng, ref)
+        with self.registry.opened(settings, d.schema, d.table) as t:
+            ref, cur, eng = t.ref, t.table, t.eng
             if op.from_column == op.to_column:
                 return SUCCESS, "rename_column: same name, nothing to do"
             old, new = cur.get(op.from_column), cur.get(op.to_column)
@@ -31,10 +30,16 @@ class ColumnMigrations(MigrationFamily):
             check_column_name(op.to_column)
             target = cur.with_columns(c.with_(name=op.to_column) if c.name == op.from_column else c for c in cur.columns)
 
-            if eng.renames_in_place(ref.location, op.from_column, op.to_column):
+            # Delta refuses a rename to another case of the same name in place (FIELD_ALREADY_EXISTS).
+            upgrade = (self.tables.mapping_engine(t, lambda e: e.renames_in_place(ref.location, op.from_column,
+                                                                                  op.to_column))
+                       if op.from_column.casefold() != op.to_column.casefold() else None)
+            eng = t.eng
+            if upgrade is not None:
                 self.tables.change_columns(eng, ref, cur, target, lambda: eng.rename_column(
-                    ref.location, op.from_column, op.to_column))
-                how = "metadata only, the data files untouched"
+                    ref.location, op.from_column, op.to_column), before=upgrade)
+                how = ("metadata only, the data files untouched"
+                       + (" (column mapping turned on first)" if upgrade else "") + f"; {t.served_by}")
             else:
                 select = renamed_select_sql(eng.table_name(ref.location),
                                             [(c.name, t.name) for c, t in zip(cur.columns, target.columns)])
