@@ -101,8 +101,9 @@ FIELDS: tuple[Field, ...] = (
           parser=budget_value),
     Field("column_changes", "Column changes", "in_place: widened types, renamed and dropped columns change only "
           "the Delta log where an engine can (Apache Spark + Delta; auto hands such a change to it), upgrading a "
-          "table's protocol at its first change that needs it (column mapping: reader 3 / writer 7; type widening), "
-          "which delta-rs, pandas and Polars then refuse to read. rewrite: keep every table's protocol (changes the "
+          "table's protocol at its first change that needs it (column mapping: reader 3 / writer 7, which delta-rs's "
+          "to_pyarrow_table, pandas through it and Polars then refuse, loudly; type widening, which every delta-rs "
+          "reader refuses: docs/readers.md). rewrite: keep every table's protocol (changes the "
           "table already allows stay in place); other changes rewrite the table in one commit, which grows with "
           "the table. A table's own delta.enableTypeWidening counts either way.", kind=CHOICE, default=IN_PLACE,
           choices=COLUMN_CHANGES),
