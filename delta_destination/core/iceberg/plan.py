@@ -107,8 +107,8 @@ def plan_commits(commits: list[tuple[int, list[dict]]]) -> MirrorPlan:
     >>> [(s.version, [a.path for a in s.adds], s.removes) for s in p.steps], p.stale
     ([(1, ['a'], ()), (2, ['b'], ('a',))], False)
     >>> p = plan_commits([(1, [{"remove": {"path": "a"}}, add("a", {"id": 1})]), (2, [{"remove": {"path": "a"}}, add("c")])])
-    >>> [(s.version, [a.path for a in s.adds], s.removes) for s in p.steps], p.stale_from
-    ([(2, ['c'], ('a',))], 1)
+    >>> [(s.version, [a.path for a in s.adds], s.removes) for s in p.steps], p.stale_from  # purged at 2: not stale
+    ([(2, ['c'], ('a',))], None)
     """
     pending, steps, stale_from = _Pending(), [], None
     for version, actions in commits:
