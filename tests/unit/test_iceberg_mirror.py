@@ -196,3 +196,28 @@ def test_setting_is_refused_for_object_store_warehouses():
         Settings.create("s3://bucket/w", iceberg="metadata")
     with pytest.raises(InvalidRequest, match="iceberg must be one of"):
         Settings.create("/w", iceberg="catalog")
+
+
+def test_snapshots_expire_once_vacuum_may_delete_their_files(local):
+    wh, path = local
+    mirror = IcebergMirror()
+    write_deltalake(path, pa.table({"id": pa.array([1, 2], pa.int64())}))
+    mirror.mirror(wh, "s.t", path)
+    first = [f for f in os.listdir(path) if f.endswith(".parquet")][0]
+    # Two commits of another writer, ten and nine days ago: version 1 removed version 0's file.
+    day = 86_400_000
+    import time
+    now = int(time.time() * 1000)
+    write_deltalake(path, pa.table({"id": pa.array([3], pa.int64())}), mode="append")    # version 1, rewritten below
+    second = [f for f in os.listdir(path) if f.endswith(".parquet") and f != first][0]
+    os.remove(os.path.join(path, "_delta_log", f"{1:020d}.json"))
+    with open(os.path.join(path, "_delta_log", f"{1:020d}.json"), "x") as out:
+        for a in (remove(first), live_add(path, second), {"commitInfo": {"timestamp": now - 10 * day, "operation": "WRITE"}}):
+            out.write(json.dumps(a) + "\n")
+    with open(os.path.join(path, "_delta_log", f"{2:020d}.json"), "x") as out:
+        out.write(json.dumps({"commitInfo": {"timestamp": now - 9 * day, "operation": "SET TBLPROPERTIES"}}) + "\n")
+    write_deltalake(path, pa.table({"id": pa.array([4], pa.int64())}), mode="append")    # version 3, now
+    assert mirror.mirror(wh, "s.t", path).delta_version == 3
+    kept = [int(s.summary["delta-version"]) for s in iceberg_table(path).snapshots()]
+    assert kept == [2, 3]             # 0 and 1: their successors' files are past Delta's 7-day retention
+    assert assert_every_snapshot_matches(path) == [2, 3]

@@ -29,19 +29,23 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import AddSchemaUpdate, SetCurrentSchemaUpdate
+from pyiceberg.table.update.snapshot import ExpireSnapshots
 
 from ... import logs
+from ...settings import DELTA_RETENTION_HOURS
 from ...warehouse import Warehouse
 from ..delta_log import commit_actions, delta_version, open_table
 from .data_files import data_file, file_location, removed_file
 from .metadata_files import FolderCatalog, newest_version, version_file
-from .plan import FileAdd, MirrorPlan, Step, catch_up_range, plan_commits, plan_jump
+from .plan import FileAdd, MirrorPlan, Step, catch_up_range, expired_snapshots, plan_commits, plan_jump
 from .schemas import (NAME_MAPPING, MirroredSchema, UnmirrorableTable, delta_columns, mirrored_schema, same_fields,
                       uses_column_mapping)
 
 log = logs.get(__name__)
 
 DELTA_VERSION = "delta-version"          # in each snapshot's summary: the Delta version it mirrors
+DELTA_TIMESTAMP = "delta-timestamp-ms"   # and the time of that Delta commit (what snapshot expiry follows)
+RETENTION_MS = DELTA_RETENTION_HOURS * 3600 * 1000
 STALE_PROPERTY = "delta-destination.stale-from-delta-version"
 DELTA_TABLE_ID = "delta-destination.delta-table-id"
 
@@ -175,6 +179,8 @@ class IcebergMirror:
             if schema is None:
                 raise UnmirrorableTable("no schema in the Delta versions read")
             IcebergMirror._snapshot(tx, location, schema, step)
+        if plan.steps:
+            IcebergMirror._expire(tx)
         if plan.steps or stale != table.metadata.properties.get(STALE_PROPERTY):
             tx.commit_transaction()
         return len(plan.steps)
@@ -199,10 +205,24 @@ class IcebergMirror:
         return schema
 
     @staticmethod
+    def _expire(tx) -> None:
+        """Snapshot expiry following VACUUM (plan.expired_snapshots), in the same metadata commit."""
+        snapshots = sorted(tx.table_metadata.snapshots, key=lambda s: s.sequence_number)
+        times = [(s.snapshot_id, int(s.summary[DELTA_TIMESTAMP]) if s.summary and s.summary.get(DELTA_TIMESTAMP)
+                  else None) for s in snapshots]
+        expired = expired_snapshots(times, int(time.time() * 1000), RETENTION_MS)
+        if expired:
+            ExpireSnapshots(tx).by_ids(expired).commit()
+
+    @staticmethod
     def _snapshot(tx, location: str, schema: MirroredSchema, step: Step) -> None:
         summary = {DELTA_VERSION: str(step.version)}
+        if step.timestamp_ms is not None:
+            summary[DELTA_TIMESTAMP] = str(step.timestamp_ms)
         update = tx.update_snapshot(snapshot_properties=summary)
-        producer = update.overwrite() if step.removes else update.fast_append()
+        # Appends merge small manifests (pyiceberg's merge append, from 100 of them): a table of many
+        # small commits keeps a bounded manifest list, which every later overwrite reads.
+        producer = update.overwrite() if step.removes else update.merge_append()
         with producer as p:
             for path in step.removes:
                 p.delete_data_file(removed_file(location, path))

@@ -44,6 +44,7 @@ class Step:
     adds: tuple[FileAdd, ...]
     removes: tuple[str, ...]
     metadata: Optional[dict] = None      # the newest metaData action up to this version, when one changed
+    timestamp_ms: Optional[int] = None   # the Delta commit's time (commitInfo.timestamp): when its removes happened
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class _Pending:
     removes: set = field(default_factory=set)
     metadata: Optional[dict] = None
     with_dv: set = field(default_factory=set)   # live paths that carry a deletion vector
+    timestamp_ms: Optional[int] = None
 
     def remove(self, path: str) -> None:
         self.with_dv.discard(path)
@@ -94,8 +96,9 @@ class _Pending:
             self.with_dv.discard(a.path)
 
     def step(self, version: int) -> Step:
-        s = Step(version, tuple(self.adds[p] for p in sorted(self.adds)), tuple(sorted(self.removes)), self.metadata)
-        self.adds, self.removes, self.metadata = {}, set(), None
+        s = Step(version, tuple(self.adds[p] for p in sorted(self.adds)), tuple(sorted(self.removes)), self.metadata,
+                 self.timestamp_ms)
+        self.adds, self.removes, self.metadata, self.timestamp_ms = {}, set(), None, None
         return s
 
 
@@ -119,6 +122,8 @@ def plan_commits(commits: list[tuple[int, list[dict]]]) -> MirrorPlan:
                 pending.remove(file_path(a["remove"]))
             elif isinstance(a.get("add"), dict):
                 pending.add(file_add(a["add"]))
+            elif isinstance(a.get("commitInfo"), dict) and isinstance(a["commitInfo"].get("timestamp"), int):
+                pending.timestamp_ms = a["commitInfo"]["timestamp"]
         if pending.with_dv:
             stale_from = version if stale_from is None else stale_from
             continue
@@ -150,3 +155,26 @@ def catch_up_range(mirrored: Optional[int], current: int) -> Optional[range]:
     if mirrored is None or current - mirrored > MAX_VERSIONS_ONE_BY_ONE:
         return None
     return range(mirrored + 1, current + 1)
+
+
+def expired_snapshots(snapshots: list[tuple[int, Optional[int]]], now_ms: int, retention_ms: int) -> list[int]:
+    """The snapshots to expire so that none points at a file VACUUM may have deleted: `snapshots`
+    are (id, the Delta time of the version it mirrors), oldest first. VACUUM deletes a file once
+    it was removed more than its retention ago (never less than Delta's 7 days: settings.py), and
+    a snapshot's files are removed at the earliest by the next snapshot's Delta version, so a
+    snapshot expires once its successor's Delta time is older than the retention. A successor of
+    unknown time (a jump: the files it removed may have been removed long before) expires every
+    snapshot before it. The current snapshot never expires.
+    >>> day = 86_400_000
+    >>> expired_snapshots([(1, 0), (2, 1 * day), (3, 9 * day), (4, 10 * day)], 10 * day, 7 * day)
+    [1]
+    >>> expired_snapshots([(1, 0), (2, 9 * day), (3, None)], 10 * day, 7 * day)
+    [1, 2]
+    """
+    out = []
+    for i, (sid, _) in enumerate(snapshots[:-1]):
+        later = [t for _, t in snapshots[i + 1:]]
+        successor = later[0]
+        if successor is None or successor < now_ms - retention_ms or None in later:
+            out.append(sid)
+    return out
