@@ -61,6 +61,10 @@ ENGINE_MEMORY = Gauge("delta_destination_engine_resident_bytes", "Resident memor
                       registry=REGISTRY)
 ENGINE_PROCESSES = Gauge("delta_destination_engine_processes", "Engine processes this process runs now, by engine.",
                          ("engine",), registry=REGISTRY)
+ICEBERG_MIRRORS = Counter("delta_destination_iceberg_mirrors", "Iceberg mirror runs after a commit (setting iceberg), "
+                          "by outcome: mirrored, current (nothing new), stale (deletion vectors: the Iceberg side keeps "
+                          "an older version), unmirrorable (a feature Iceberg metadata cannot say), failed.",
+                          ("outcome",), registry=REGISTRY)
 
 # Sources of the engine gauges, read at scrape time: engine -> () -> (processes, resident bytes).
 _engine_sources: dict[str, Callable[[], tuple[int, int]]] = {}
@@ -75,6 +79,10 @@ def rows_committed(door: str, inserted: int, updated: int, deleted: int) -> None
     for operation, n in (("insert", inserted), ("update", updated), ("delete", deleted)):
         if n:
             ROWS.labels(door, operation).inc(n)
+
+
+def iceberg_mirrored(outcome: str) -> None:
+    ICEBERG_MIRRORS.labels(outcome).inc()
 
 
 def engine_chosen(engine: str, reason: str) -> None:

@@ -34,6 +34,8 @@ from .storage import STORES, StorageOptions
 from .warehouse import normalise_root
 
 ENGINES = ("auto", "sail", "spark")
+ICEBERG_OFF, ICEBERG_METADATA = "off", "metadata"
+ICEBERG_MODES = (ICEBERG_OFF, ICEBERG_METADATA)
 AUTO = "auto"
 # How AlterTable and Migrate change a table's columns (docs/column-changes.md): in the Delta log
 # alone where an engine can, upgrading the table's protocol when that needs it, or by rewriting
@@ -111,6 +113,10 @@ FIELDS: tuple[Field, ...] = (
     Field("catalog_uri", "Hive Metastore URI", "thrift://host:9083: register every table as an external Delta "
           "table <schema>.<table> in this metastore (Apache Spark engine). Empty: tables are paths only.",
           placeholder="thrift://metastore.internal:9083"),
+    Field("iceberg", "Iceberg metadata", "metadata: after every commit, write Apache Iceberg metadata for the table "
+          "in its own metadata/ folder (one snapshot per Delta version over the same Parquet files; readers open "
+          "<table>/metadata/version-hint.text; docs/iceberg.md); such tables never get deletion vectors. off: Delta "
+          "only. Local-disk warehouses only so far.", kind=CHOICE, default=ICEBERG_OFF, choices=ICEBERG_MODES),
     # Process settings: how a long-running server looks after its tables (core/upkeep.py).
     Field("upkeep_interval_hours", "Upkeep interval (hours)", "Compact, purge deletion vectors and vacuum idle tables "
           "this often (0 = off; Fivetran's own lake destinations: 168).", kind=NUMBER, default="0", scope=PROCESS,
@@ -226,6 +232,7 @@ class Settings:
     storage: StorageOptions = StorageOptions()
     catalog_uri: Optional[str] = None
     column_changes: str = default_of("column_changes")   # in_place or rewrite (core/tables.py)
+    iceberg: str = default_of("iceberg")   # off or metadata (core/iceberg/)
 
     def __post_init__(self):
         if self.engine not in ENGINES:
@@ -241,6 +248,11 @@ class Settings:
         if self.catalog_uri and self.engine == "sail":
             raise InvalidRequest("catalog_uri needs the Apache Spark engine to register tables (engine spark, or a "
                                  "Spark Connect server whose catalog is this metastore); Sail cannot register them")
+        if self.iceberg not in ICEBERG_MODES:
+            raise InvalidRequest(f"iceberg must be one of {', '.join(ICEBERG_MODES)}")
+        if self.iceberg != ICEBERG_OFF and "://" in self.warehouse:
+            raise InvalidRequest("iceberg metadata is written for warehouses on a local disk only so far; set iceberg "
+                                 "to off for an object-store warehouse")
         for store in STORES:
             store.check(self.storage)
 
@@ -382,5 +394,6 @@ if __name__ == "__main__":
 
 
 __all__ = ["FIELDS", "BY_KEY", "Field", "Settings", "StorageOptions", "from_values", "from_flags", "add_flags",
-           "ENGINES", "AUTO", "IN_PLACE", "REWRITE", "COLUMN_CHANGES", "parse_budget", "normalise_keys", "default_of",
+           "ENGINES", "AUTO", "IN_PLACE", "REWRITE", "COLUMN_CHANGES", "ICEBERG_OFF", "ICEBERG_METADATA",
+           "parse_budget", "normalise_keys", "default_of",
            "CHOICE", "NUMBER", "BOOL", "CONNECTION", "RUNTIME", "PROCESS"]

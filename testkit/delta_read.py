@@ -50,8 +50,11 @@ def delta_properties(path: str, storage_options: Optional[dict] = None) -> dict:
     return dict(_open(path, storage_options).metadata().configuration)
 
 
-def read_delta_table(path: str, storage_options: Optional[dict] = None) -> pa.Table:
+def read_delta_table(path: str, storage_options: Optional[dict] = None, version: Optional[int] = None) -> pa.Table:
+    """The table's rows (at `version`: time travel; None: the newest)."""
     dt = _open(path, storage_options)
+    if version is not None:
+        dt.load_as_version(version)
     schema = pa.schema([f.remove_metadata() for f in pa.schema(dt.schema().to_arrow())])
     got = pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all())
     cols = [got.column(f.name).cast(f.type) for f in schema]

@@ -62,6 +62,21 @@ def _actions(warehouse: Warehouse, location: str, version: int) -> list[dict]:
     return out
 
 
+def commit_actions(warehouse: Warehouse, location: str, version: int) -> Optional[list[dict]]:
+    """The actions of one commit, in order; None when its file cannot be read (cleaned up behind a
+    checkpoint, or not there): callers that must see every commit (core/iceberg/mirror.py) then
+    fall back to the table's snapshot."""
+    path = warehouse.join_location(location, LOG_DIR, f"{version:020d}.json")
+    try:
+        text = warehouse.storage.read_bytes(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        return [a for a in (json.loads(line) for line in text.splitlines() if line.strip()) if isinstance(a, dict)]
+    except ValueError:
+        return None
+
+
 def latest_property(warehouse: Warehouse, location: str, key: str) -> Optional[str]:
     """The value of a table property in the newest metaData action of the JSON commits."""
     configuration = newest_configuration(warehouse, location, checkpoints=False)

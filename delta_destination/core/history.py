@@ -98,7 +98,7 @@ class HistoryWriter:
                 return CommitResult(t.display, t.ref.location, **result, seconds=time.monotonic() - start_time)
             key_starts = rows.key_starts()
             batch_keys = {k: key_starts.column(f"k{i}") for i, k in enumerate(keys)}
-            plan = plan_for(t, keys, batch_keys, changes.nbytes, history=True, after_commit=self.registry.after_commit_steps)
+            plan = plan_for(t, keys, batch_keys, changes.nbytes, history=True, after_commit=self.registry.after_commit_steps(t.settings))
             # The read of the current versions runs on the engine the table was opened on: the plan's
             # predicate where that is also the MERGE's engine (a moved MERGE leaves Sail, which reads
             # every file anyway).

@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Optional, TypeVar
 
 from ..engines.router import EngineLease, EngineRouter, EngineSession
 from ..errors import DestinationError, InvalidRequest, TableNotFound
-from ..settings import Settings
+from ..settings import ICEBERG_OFF, Settings
 from ..names import name_of_component
 from ..warehouse import Warehouse
 from .. import logs
@@ -28,6 +28,7 @@ from .events import Events, TableOutcome
 from .delta_log import TableSnapshot, commit_entries, commits_keep_metadata, has_commits, newest_configuration, read_snapshot
 from .memory import table_size
 from .catalogs import RegisteredTables
+from .iceberg.after_commit import mirror_after_commit
 from .model import TableSchema
 from .table_dirs import case_twin, table_location
 from .types import column_from_spark, same_storage
@@ -200,13 +201,31 @@ class TableRegistry:
                     outcome.columns = current.columns
                 opened.append(OpenTable(ref, lease, outcome, current, snapshot, read))
                 yield opened[0]
+            if opened[0].outcome.committed:
+                self._mirror(settings, ref)
         if self.after_commit is not None and opened[0].outcome.committed:
             self.after_commit(ref)
 
-    @property
-    def after_commit_steps(self) -> tuple[str, ...]:
+    def after_commit_steps(self, settings: Settings) -> tuple[str, ...]:
         """What runs once a write committed, for its plan's log line."""
-        return ("events",) + (("small-file compaction check",) if self.after_commit is not None else ())
+        return (("events",) + (("Iceberg mirror",) if settings.iceberg != ICEBERG_OFF else ())
+                + (("small-file compaction check",) if self.after_commit is not None else ()))
+
+    def mirror_committed(self, settings: Settings, *refs: TableRef) -> None:
+        """After-commit work of an operation that committed under its own locks (migrations, upkeep):
+        each table's Iceberg metadata brought up to its Delta log, under the table's lock.
+        Operations opened with `opened` get it there, before their lock is released."""
+        if settings.iceberg == ICEBERG_OFF:
+            return
+        for ref in refs:
+            with self.locked(ref):
+                self._mirror(settings, ref)
+
+    @staticmethod
+    def _mirror(settings: Settings, ref: TableRef) -> None:
+        """The table's Iceberg metadata caught up with its Delta log (setting `iceberg`; core/iceberg/);
+        never raises: a failed mirror is logged and caught up by the next commit."""
+        mirror_after_commit(settings, ref.warehouse, ref.display, ref.location)
 
     def read_ahead(self, settings: Settings, ref: TableRef, read: Callable[[TableSchema], object]) -> Optional[ReadAhead]:
         """A request's input (its batch files: decrypting, decompressing and parsing them is most

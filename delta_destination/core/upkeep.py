@@ -98,6 +98,7 @@ class Upkeep:
             finally:
                 lock.release()
                 self.registry.forget(ref)
+        self.registry.mirror_committed(settings, ref)   # compaction, purge and vacuum are Delta commits too
         report.seconds = time.monotonic() - started
         log.info(f"upkeep {report.summary()}")
         return report

@@ -21,7 +21,7 @@ from typing import Optional
 import pyarrow as pa
 
 from ..engines.router import SPARK, Dialect, EngineChoice, dialect_for, merge_choice
-from ..settings import Settings
+from ..settings import ICEBERG_OFF, Settings
 from .delta_log import TableSnapshot
 from .key_ranges import keys_cannot_match
 from .memory import gb, table_size
@@ -144,7 +144,7 @@ def plan_write(f: WriteFacts) -> WritePlan:
     merging = opened if engine.engine == f.opened_on.engine else dialect_for(engine.engine)
     touched, predicate = skipping(f, merging)
     configuration = f.snapshot.configuration if f.snapshot is not None else None
-    first = deletion_vectors_first(engine, target, configuration, merging)
+    first = deletion_vectors_first(engine, target, configuration, merging, iceberg=f.request.iceberg != ICEBERG_OFF)
     return WritePlan(f.display, version, statement, engine, f.opened_on, predicate, touched, first, memory, f.after_commit)
 
 
@@ -177,7 +177,7 @@ def skipping(f: WriteFacts, merging: Dialect) -> tuple[Optional[TouchedFiles], O
 
 
 def deletion_vectors_first(engine: EngineChoice, table_bytes: Optional[int], configuration: Optional[dict[str, str]],
-                           dialect: Optional[Dialect] = None) -> Optional[PropertyChange]:
+                           dialect: Optional[Dialect] = None, iceberg: bool = False) -> Optional[PropertyChange]:
     """Deletion vectors on before the engine's first rewrite of a table, once per table (a
     metadata-only commit; `configuration`: the table's properties, None when unknown).
     Without them Spark's MERGE copies every unchanged row of every file it touches, which with
@@ -187,13 +187,19 @@ def deletion_vectors_first(engine: EngineChoice, table_bytes: Optional[int], con
     that engine's `deletion_vectors_from_bytes` (`dialect`: the engine's, when the caller has it; Spark: 8 MiB; Sail: 64 MiB, where its MERGE stops
     copying the files it touches). Tables are created without them on both engines, so small
     tables' MERGEs stay cheap and readable by every reader. Sail 0.7.2 and delta-rs read and write
-    such tables (tests/engines/test_cross_engine.py); delta-rs also compacts them.
+    such tables (tests/engines/test_cross_engine.py); delta-rs also compacts them. Never on a table
+    whose Iceberg metadata is written (`iceberg`): Iceberg readers of that metadata cannot apply
+    deletion vectors, so the mirror would have to stop (core/iceberg/plan.py).
     >>> spark = EngineChoice("spark", "configured", False)
     >>> deletion_vectors_first(spark, 9 * 2**20, {}).properties
     {'delta.enableDeletionVectors': 'true'}
     >>> deletion_vectors_first(spark, 2**20, {}), deletion_vectors_first(spark, 9 * 2**20, {DELETION_VECTORS: "true"})
     (None, None)
+    >>> deletion_vectors_first(spark, 9 * 2**20, {}, iceberg=True) is None
+    True
     """
+    if iceberg:
+        return None
     threshold = (dialect or dialect_for(engine.engine)).deletion_vectors_from_bytes
     if threshold is None:
         return None

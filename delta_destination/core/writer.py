@@ -214,7 +214,7 @@ class Writer:
                guard: Optional[CommitGuard]) -> None:
         ops, flagged = source_ops(source), flagged_columns(source)
         plan = plan_for(t, keys, batch_key_values(source, t.table, keys), source.nbytes, new_keys=source,
-                        after_commit=self.registry.after_commit_steps)
+                        after_commit=self.registry.after_commit_steps(t.settings))
         with t.eng.shipped(source, t.warehouse) as view:
             if plan.statement == APPEND or (plan.statement == PROBE and not t.eng.rows(
                     f"probe keys of {t.display}", key_probe_sql(t.sql_name, view, t.table, keys))):

@@ -90,6 +90,18 @@ class Migrator:
             return ()
         return table.columns if table is not None else ()
 
+    def _written(self, settings: Settings, details: MigrationDetails) -> tuple:
+        """The tables a migration that succeeded leaves written (for their after-commit work): the
+        new table of a rename or copy, none after a drop, else the table itself."""
+        op = details.operation
+        if isinstance(op, DropTable):
+            return ()
+        name = getattr(op, "to_table", None) or details.table
+        try:
+            return (self.registry.locate(settings, details.schema, name),)
+        except InvalidRequest:
+            return ()
+
     def migrate(self, settings: Settings, details: MigrationDetails) -> str:
         """Runs one migration; returns SUCCESS or UNSUPPORTED, raises typed errors."""
         handler = self._handlers.get(type(details.operation))
@@ -108,5 +120,7 @@ class Migrator:
             outcome.lifecycle = LIFECYCLE.get(type(details.operation)) if outcome.committed else None
             if outcome.committed and location and self.registry.events.listeners:
                 outcome.columns = self._columns_after(settings, details)
+        if result == SUCCESS:
+            self.registry.mirror_committed(settings, *self._written(settings, details))
         log.info(f"Migrate {details.schema}.{details.table}: {summary} ({time.monotonic() - start:.2f}s)")
         return result

@@ -1,0 +1,69 @@
+"""Read a table's Iceberg metadata back as an Iceberg reader does (pyiceberg's own scan, from the
+metadata location a reader is given: `<table>/metadata/version-hint.text`), and compare it with the
+same table read as Delta (delta-rs QueryBuilder, testkit.delta_read) at the Delta version each
+snapshot names: rows, column names and types."""
+from __future__ import annotations
+
+from typing import Optional
+
+import pyarrow as pa
+from pyiceberg.table import StaticTable
+
+from testkit.delta_read import read_delta_table
+
+DELTA_VERSION = "delta-version"
+
+
+def iceberg_table(path: str) -> StaticTable:
+    """The table as a reader without a catalog opens it: from its version hint."""
+    return StaticTable.from_metadata(str(path))
+
+
+def mirrored_version(path: str, snapshot_id: Optional[int] = None) -> int:
+    t = iceberg_table(path)
+    snap = t.snapshot_by_id(snapshot_id) if snapshot_id is not None else t.current_snapshot()
+    return int(snap.summary[DELTA_VERSION])
+
+
+def read_iceberg_table(path: str, snapshot_id: Optional[int] = None) -> pa.Table:
+    t = iceberg_table(path)
+    return t.scan(snapshot_id=snapshot_id).to_arrow() if snapshot_id is not None else t.scan().to_arrow()
+
+
+def as_iceberg_types(t: pa.Table) -> pa.Table:
+    """A Delta read with the Arrow types an Iceberg read gives for them: Iceberg has no 8- or 16-bit
+    integers (Delta's byte and short are Iceberg ints)."""
+    fields = [pa.field(f.name, pa.int32()) if f.type in (pa.int8(), pa.int16()) else f for f in t.schema]
+    return t.cast(pa.schema(fields))
+
+
+def logical_type(t: pa.DataType) -> str:
+    """An Arrow type without its offset width (pyiceberg reads strings and binaries as large ones)."""
+    return str({pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(t, t))
+
+
+def key_of(row: dict, keys) -> tuple:
+    return tuple((row[k] is None, row[k]) for k in keys)
+
+
+def assert_same_table(path: str, keys=("id",), snapshot_id: Optional[int] = None) -> int:
+    """The Iceberg read (current snapshot, or `snapshot_id`) equals the Delta read at the version the
+    snapshot names; returns that version."""
+    version = mirrored_version(path, snapshot_id)
+    delta = as_iceberg_types(read_delta_table(str(path), version=version))
+    ice = read_iceberg_table(path, snapshot_id)
+    assert ice.column_names == delta.column_names, (ice.column_names, delta.column_names)
+    assert [logical_type(f.type) for f in ice.schema] == [logical_type(f.type) for f in delta.schema], \
+        (ice.schema, delta.schema)
+    got = sorted(ice.to_pylist(), key=lambda r: key_of(r, keys))
+    want = sorted(delta.to_pylist(), key=lambda r: key_of(r, keys))
+    assert got == want, f"Iceberg rows differ from Delta version {version}"
+    return version
+
+
+def assert_every_snapshot_matches(path: str, keys=("id",)) -> list[int]:
+    """Time travel: each snapshot's rows equal the Delta version its summary names; returns the versions."""
+    versions = []
+    for snap in iceberg_table(path).snapshots():
+        versions.append(assert_same_table(path, keys, snap.snapshot_id))
+    return versions
