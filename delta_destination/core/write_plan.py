@@ -188,6 +188,7 @@ def deletion_vectors_first(engine: EngineChoice, table_bytes: Optional[int], con
     copying the files it touches). Tables are created without them on both engines, so small
     tables' MERGEs stay cheap and readable by every reader. Sail 0.7.2 and delta-rs read and write
     such tables (tests/engines/test_cross_engine.py); delta-rs also compacts them. Never on a table
+    whose own property is set (a team that reads with a reader refusing them sets it to 'false'), nor on a table
     whose Iceberg metadata is written (`iceberg`): Iceberg readers of that metadata cannot apply
     deletion vectors, so the mirror would have to stop (core/iceberg/plan.py).
     >>> spark = EngineChoice("spark", "configured", False)
@@ -195,6 +196,8 @@ def deletion_vectors_first(engine: EngineChoice, table_bytes: Optional[int], con
     {'delta.enableDeletionVectors': 'true'}
     >>> deletion_vectors_first(spark, 2**20, {}), deletion_vectors_first(spark, 9 * 2**20, {DELETION_VECTORS: "true"})
     (None, None)
+    >>> deletion_vectors_first(spark, 9 * 2**20, {DELETION_VECTORS: "false"}) is None   # a table's owner said no
+    True
     >>> deletion_vectors_first(spark, 9 * 2**20, {}, iceberg=True) is None
     True
     """
@@ -206,7 +209,7 @@ def deletion_vectors_first(engine: EngineChoice, table_bytes: Optional[int], con
     if engine.code != "merge_over_budget":   # moved for its size: big by definition
         if (table_bytes is not None and table_bytes < threshold) or (table_bytes is None and engine.engine != SPARK):
             return None
-    if configuration is None or configuration.get(DELETION_VECTORS, "").lower() == "true":
+    if configuration is None or DELETION_VECTORS in configuration:   # on already, or its owner's 'false'
         return None
     name = "Apache Spark" if engine.engine == SPARK else "embedded Sail"
     return PropertyChange({DELETION_VECTORS: "true"}, f"turning deletion vectors on before its first rewrite on {name} "
