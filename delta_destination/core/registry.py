@@ -208,14 +208,19 @@ class TableRegistry:
 
     def after_commit_steps(self, settings: Settings) -> tuple[str, ...]:
         """What runs once a write committed, for its plan's log line."""
-        return (("events",) + (("Iceberg mirror",) if settings.iceberg != ICEBERG_OFF else ())
+        return (("events",) + (("Iceberg mirror",) if self.mirrors(settings) else ())
                 + (("small-file compaction check",) if self.after_commit is not None else ()))
+
+    @staticmethod
+    def mirrors(settings: Settings) -> bool:
+        """Does a commit under these settings have Iceberg metadata to bring up to date (`iceberg`)?"""
+        return settings.iceberg != ICEBERG_OFF
 
     def mirror_committed(self, settings: Settings, *refs: TableRef) -> None:
         """After-commit work of an operation that committed under its own locks (migrations, upkeep):
         each table's Iceberg metadata brought up to its Delta log, under the table's lock.
         Operations opened with `opened` get it there, before their lock is released."""
-        if settings.iceberg == ICEBERG_OFF:
+        if not self.mirrors(settings):
             return
         for ref in refs:
             with self.locked(ref):

@@ -120,7 +120,7 @@ class Migrator:
             outcome.lifecycle = LIFECYCLE.get(type(details.operation)) if outcome.committed else None
             if outcome.committed and location and self.registry.events.listeners:
                 outcome.columns = self._columns_after(settings, details)
-        if result == SUCCESS:
+        if result == SUCCESS and self.registry.mirrors(settings):   # locating the written tables costs a check
             self.registry.mirror_committed(settings, *self._written(settings, details))
         log.info(f"Migrate {details.schema}.{details.table}: {summary} ({time.monotonic() - start:.2f}s)")
         return result
