@@ -26,6 +26,8 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.update import update_table_metadata
 
+from .housekeeping import old_metadata_versions
+
 METADATA_DIR = "metadata"
 VERSION_HINT = "version-hint.text"
 _VERSION_FILE = re.compile(r"^v(\d+)\.metadata\.json$")
@@ -39,14 +41,21 @@ def version_file(table_location: str, n: int) -> str:
     return os.path.join(metadata_dir(table_location), f"v{n}.metadata.json")
 
 
+def metadata_names(table_location: str) -> list[str]:
+    """The names of the files in the table's metadata folder (none when there is no folder)."""
+    try:
+        return os.listdir(metadata_dir(table_location))
+    except FileNotFoundError:
+        return []
+
+
+def metadata_versions(table_location: str) -> list[int]:
+    return [int(m.group(1)) for m in map(_VERSION_FILE.match, metadata_names(table_location)) if m]
+
+
 def newest_version(table_location: str) -> Optional[int]:
     """The newest committed metadata version (by listing the folder), None when there is none."""
-    try:
-        names = os.listdir(metadata_dir(table_location))
-    except FileNotFoundError:
-        return None
-    found = [int(m.group(1)) for m in map(_VERSION_FILE.match, names) if m]
-    return max(found, default=None)
+    return max(metadata_versions(table_location), default=None)
 
 
 def version_of(metadata_location: str) -> int:
@@ -102,4 +111,9 @@ class FolderCatalog(NoopCatalog):
         if not put_if_absent(location, new.model_dump_json().encode("utf-8")):
             raise CommitFailedException(f"Iceberg metadata version {n} was written by another writer")
         write_hint(self.table_location, n)
+        for old in old_metadata_versions(metadata_versions(self.table_location), n):
+            try:
+                os.remove(version_file(self.table_location, old))
+            except FileNotFoundError:
+                pass
         return CommitTableResponse(metadata=new, metadata_location=location)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Optional
 
@@ -36,7 +37,8 @@ from ...settings import DELTA_RETENTION_HOURS
 from ...warehouse import Warehouse
 from ..delta_log import commit_actions, delta_version, open_table
 from .data_files import data_file, file_location, removed_file
-from .metadata_files import FolderCatalog, newest_version, version_file
+from .housekeeping import PROPERTIES, expired_and_neighbours, new_snapshots, snapshot_producer, unreferenced
+from .metadata_files import FolderCatalog, metadata_names, newest_version, version_file
 from .plan import FileAdd, MirrorPlan, Step, catch_up_range, expired_snapshots, plan_commits, plan_jump
 from .schemas import (NAME_MAPPING, MirroredSchema, UnmirrorableTable, delta_columns, mirrored_schema, same_fields,
                       uses_column_mapping)
@@ -164,7 +166,9 @@ class IcebergMirror:
 
     @staticmethod
     def _apply(table: Table, location: str, plan: MirrorPlan) -> int:
-        """Commit the plan's snapshots (one metadata file for all of them); returns how many."""
+        """Commit the plan's snapshots (one metadata file for all of them), then delete what no
+        retained snapshot names any more (housekeeping.py); returns how many snapshots."""
+        before = table.metadata
         tx = table.transaction()
         stale = str(plan.stale_from) if plan.stale else None
         if table.metadata.properties.get(STALE_PROPERTY) != stale:
@@ -172,18 +176,50 @@ class IcebergMirror:
                 tx.remove_properties(STALE_PROPERTY)
             else:
                 tx.set_properties({STALE_PROPERTY: stale})
+        if plan.steps and any(before.properties.get(k) != v for k, v in PROPERTIES.items()):
+            tx.set_properties(PROPERTIES)
         schema = current_schema(table) if table.metadata.schemas and table.schema().fields else None
+        commits = []
         for step in plan.steps:
             if step.metadata is not None:
                 schema = IcebergMirror._schema_step(tx, schema, step.metadata)
             if schema is None:
                 raise UnmirrorableTable("no schema in the Delta versions read")
-            IcebergMirror._snapshot(tx, location, schema, step)
-        if plan.steps:
+            commits.append(uuid.uuid4())
+            IcebergMirror._snapshot(tx, table, location, schema, step, commits[-1])
+            # Expiring as it goes keeps a long catch-up as cheap per step as one commit (plan.SNAPSHOTS_KEPT).
             IcebergMirror._expire(tx)
         if plan.steps or stale != table.metadata.properties.get(STALE_PROPERTY):
             tx.commit_transaction()
+        if commits:
+            IcebergMirror._clean(table, location, before, commits)
         return len(plan.steps)
+
+    @staticmethod
+    def _clean(table: Table, location: str, before, commits: list) -> None:
+        """Delete the manifest lists and manifests of the snapshots this commit expired, and the
+        manifests it wrote and merged away, where no retained snapshot lists them. A file that cannot
+        be read or deleted is left (it is garbage, never a file a snapshot needs)."""
+        io, after = table.io, table.metadata
+
+        def listed(snapshot) -> list[str]:
+            try:
+                return [m.manifest_path for m in snapshot.manifests(io)]
+            except FileNotFoundError:
+                return []
+
+        expired, near = expired_and_neighbours(before, after)
+        expired_lists = {s.manifest_list: listed(s) for s in expired}
+        new = new_snapshots(before, after)
+        committed = [s.manifest_list for s in new] + [m for s in new for m in listed(s)]
+        marks = [str(u) for u in commits]
+        prefix = location.rstrip("/") + "/metadata/"
+        written = [prefix + name for name in metadata_names(location) if any(mark in name for mark in marks)]
+        for path in unreferenced(expired_lists, [m for s in near for m in listed(s)], written, committed):
+            try:
+                io.delete(path)
+            except FileNotFoundError:
+                pass
 
     @staticmethod
     def _schema_step(tx, schema: Optional[MirroredSchema], metadata: dict) -> MirroredSchema:
@@ -215,15 +251,11 @@ class IcebergMirror:
             ExpireSnapshots(tx).by_ids(expired).commit()
 
     @staticmethod
-    def _snapshot(tx, location: str, schema: MirroredSchema, step: Step) -> None:
+    def _snapshot(tx, table: Table, location: str, schema: MirroredSchema, step: Step, commit_uuid) -> None:
         summary = {DELTA_VERSION: str(step.version)}
         if step.timestamp_ms is not None:
             summary[DELTA_TIMESTAMP] = str(step.timestamp_ms)
-        update = tx.update_snapshot(snapshot_properties=summary)
-        # Appends merge small manifests (pyiceberg's merge append, from 100 of them): a table of many
-        # small commits keeps a bounded manifest list, which every later overwrite reads.
-        producer = update.overwrite() if step.removes else update.merge_append()
-        with producer as p:
+        with snapshot_producer(tx, table.io, summary, bool(step.removes), commit_uuid) as p:
             for path in step.removes:
                 p.delete_data_file(removed_file(location, path))
             for add in step.adds:

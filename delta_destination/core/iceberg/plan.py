@@ -24,6 +24,12 @@ from urllib.parse import unquote
 # A catch-up longer than this becomes one snapshot of the current files (a Jump): its cost stays that
 # of one commit whatever the history.
 MAX_VERSIONS_ONE_BY_ONE = 100
+# Iceberg snapshots kept at most (the newest; VACUUM's rule may expire them earlier). Why a count: pyiceberg
+# copies the whole table metadata, every snapshot in it, several times for each snapshot it commits
+# (Transaction.table_metadata re-applies the staged updates at each read), so a mirror commit cost
+# ~60 ms with 25 snapshots and ~480 ms with 300 (measured 2026-12-03, housekeeping.py). Time travel over
+# the Iceberg side reaches the last SNAPSHOTS_KEPT Delta versions; Delta's own reaches its retention.
+SNAPSHOTS_KEPT = 10
 
 
 @dataclass(frozen=True)
@@ -157,24 +163,28 @@ def catch_up_range(mirrored: Optional[int], current: int) -> Optional[range]:
     return range(mirrored + 1, current + 1)
 
 
-def expired_snapshots(snapshots: list[tuple[int, Optional[int]]], now_ms: int, retention_ms: int) -> list[int]:
+def expired_snapshots(snapshots: list[tuple[int, Optional[int]]], now_ms: int, retention_ms: int,
+                      kept_at_most: int = SNAPSHOTS_KEPT) -> list[int]:
     """The snapshots to expire so that none points at a file VACUUM may have deleted: `snapshots`
     are (id, the Delta time of the version it mirrors), oldest first. VACUUM deletes a file once
     it was removed more than its retention ago (never less than Delta's 7 days: settings.py), and
     a snapshot's files are removed at the earliest by the next snapshot's Delta version, so a
     snapshot expires once its successor's Delta time is older than the retention. A successor of
     unknown time (a jump: the files it removed may have been removed long before) expires every
-    snapshot before it. The current snapshot never expires.
+    snapshot before it. Beyond that only the newest `kept_at_most` are kept (why: SNAPSHOTS_KEPT).
+    The current snapshot never expires.
     >>> day = 86_400_000
     >>> expired_snapshots([(1, 0), (2, 1 * day), (3, 9 * day), (4, 10 * day)], 10 * day, 7 * day)
     [1]
     >>> expired_snapshots([(1, 0), (2, 9 * day), (3, None)], 10 * day, 7 * day)
     [1, 2]
+    >>> expired_snapshots([(1, 9 * day), (2, 9 * day), (3, 10 * day)], 10 * day, 7 * day, kept_at_most=2)
+    [1]
     """
-    out = []
+    out = [sid for sid, _ in snapshots[:max(0, len(snapshots) - max(1, kept_at_most))]]
     for i, (sid, _) in enumerate(snapshots[:-1]):
         later = [t for _, t in snapshots[i + 1:]]
         successor = later[0]
-        if successor is None or successor < now_ms - retention_ms or None in later:
+        if sid not in out and (successor is None or successor < now_ms - retention_ms or None in later):
             out.append(sid)
     return out
