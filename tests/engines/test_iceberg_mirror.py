@@ -163,3 +163,32 @@ def test_iceberg_off_writes_no_metadata_folder(stub, server, unique_schema, tmp_
     path = f"{server.warehouse}/{s}/orders"
     assert read_delta_table(path).num_rows == 3
     assert not os.path.exists(os.path.join(path, "metadata"))
+
+
+def test_a_failing_mirror_leaves_the_request_and_its_delta_commit_standing(stub, server, unique_schema, tmp_path):
+    """Decided (docs/iceberg.md): the mirror never fails or undoes the Delta commit. Here it fails for
+    real (the table's `metadata` is a file, not a folder): the request succeeds, the Delta table has
+    the batch, the log says so without values, and the next request after the cause is gone catches
+    the Iceberg side up with every version."""
+    s = unique_schema
+    small = table("fails", col("id", "LONG", pk=True), col("name", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
+    assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=small))).success
+    path = f"{server.warehouse}/{s}/fails"
+    synced = dt.datetime(2024, 1, 1, tzinfo=UTC)
+    rows = lambda ids, name: [{"id": i, "name": name, "_fivetran_synced": synced} for i in ids]
+    write(stub, s, small, tmp_path, replace=rows(range(1, 6), "a"))
+    before = in_step(path)
+    meta = os.path.join(path, "metadata")
+    os.rename(meta, meta + ".aside")
+    open(meta, "w").close()
+    write(stub, s, small, tmp_path, replace=rows(range(4, 9), "secret-value"))
+    assert read_delta_table(path).num_rows == 8 and delta_version(path) == before + 1
+    log = server.log_text()
+    assert f"{s}.fails: Iceberg metadata not updated (" in log, log[-2000:]
+    assert "secret-value" not in log
+    os.remove(meta)
+    os.rename(meta + ".aside", meta)
+    assert mirrored_version(path) == before
+    write(stub, s, small, tmp_path, replace=rows(range(9, 11), "c"))
+    assert in_step(path) == before + 2
+    assert sorted(assert_every_snapshot_matches(path))[-3:] == [before, before + 1, before + 2]
