@@ -135,6 +135,10 @@ class UnlistedStore(Store):
     storage_class = UnlistedStorage
     embedded_reaches = False
 
+    def create_if_absent_refusal(self, location: str, options) -> str:
+        return (f"the destination has no client of its own for {location.split(':', 1)[0]}: URLs (only the Apache "
+                "Spark engine reaches them), so no conditional create of the metadata file")
+
     def canonical(self, location: str) -> str:
         if "://" not in location:
             return location.rstrip("/")           # scheme:/path (dbfs:/...): no authority

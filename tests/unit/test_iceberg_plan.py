@@ -203,7 +203,7 @@ def test_setting_is_refused_only_where_put_if_absent_cannot_be_had():
             ("abfss://c@a.dfs.core.windows.net/w", {}, "default credential chain"),   # no key to sign with
             ("az://c/w", {"azure_account_key": key, "azure_account_name": "a"}, "instead of az://"),
             ("gs://b/w", {}, "gcs_credentials_file"),
-            ("hdfs://nn/w", {}, "conditional create")]:
+            ("hdfs://nn/w", {}, "no conditional create")]:
         with pytest.raises(InvalidRequest, match=why) as info:
             Settings.create(warehouse, iceberg="metadata", **more)
         assert key not in str(info.value)
