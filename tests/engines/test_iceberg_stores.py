@@ -5,7 +5,8 @@ takes real gRPC calls with real encrypted batch files; each table is then read w
 scan, from the version hint on the store with the FileIO properties docs/iceberg.md gives a reader
 of that store, and compared with delta-rs's read at the Delta version each snapshot names. And a
 second writer's commit of a metadata version that exists fails on each store (put-if-absent), with
-the first writer's file untouched.
+the first writer's file untouched. Housekeeping (old metadata files, expired snapshots' files)
+deletes on the store too.
 
 Engines: Sail on S3 and Azure; Apache Spark (the session's JVM) on GCS, where embedded Sail refuses
 gs:// (storage/gcs.py). On Azure the reader's FileIO is the destination's StoreFileIO: pyiceberg
@@ -21,8 +22,10 @@ from pathlib import Path
 import pytest
 from pyiceberg.exceptions import CommitFailedException
 
+from delta_destination.core.iceberg.housekeeping import METADATA_VERSIONS_KEPT
 from delta_destination.core.iceberg.metadata_files import MetadataFolder
 from delta_destination.core.iceberg.mirror import fresh, load
+from delta_destination.core.iceberg.plan import SNAPSHOTS_KEPT
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.settings import Settings
 from delta_destination.warehouse import Warehouse
@@ -139,6 +142,21 @@ def test_a_table_mirrored_through_a_server_reads_the_same_as_iceberg_on_each_sto
     folder = MetadataFolder(store.warehouse(warehouse).storage, path)
     hint = folder.storage.read_bytes(f"{folder.location}/version-hint.text").decode()
     assert int(hint) == folder.newest_version() == len(folder.versions())   # listed on the store, hint after
+
+    # Housekeeping on the store: old metadata files and expired snapshots' files deleted there.
+    for i in range(METADATA_VERSIONS_KEPT + 2):
+        write(srv, "s", added, tmp_path, replace=[row(200 + i, note="more")])
+    in_step(path)
+    versions = folder.versions()
+    assert len(versions) == METADATA_VERSIONS_KEPT + 1 and versions[-1] == int(
+        folder.storage.read_bytes(f"{folder.location}/version-hint.text").decode()), versions
+    kept = assert_every_snapshot_matches(path)
+    assert len(kept) == SNAPSHOTS_KEPT and kept[-1] == delta_version(path), kept
+    ice = iceberg_table(path)
+    named = {f for snap in ice.snapshots() for f in [snap.manifest_list, *(m.manifest_path for m in snap.manifests(ice.io))]}
+    present = {f"{folder.location}/{n}" for n in folder.names()}
+    assert named <= present and not {f for f in present - named
+                                     if not f.endswith((".metadata.json", "version-hint.text"))}, sorted(present - named)
     srv.stop()
     if store.secret:
         assert store.secret not in Path(srv.log_path).read_text(errors="replace")
