@@ -30,7 +30,7 @@ from typing import Any, Mapping, Optional
 
 from .errors import InvalidRequest
 from .fields import BOOL, CHOICE, CONNECTION, NUMBER, PROCESS, RUNTIME, Field
-from .storage import STORES, StorageOptions
+from .storage import STORES, StorageOptions, store_for
 from .warehouse import normalise_root
 
 ENGINES = ("auto", "sail", "spark")
@@ -116,7 +116,7 @@ FIELDS: tuple[Field, ...] = (
     Field("iceberg", "Iceberg metadata", "metadata: after every commit, write Apache Iceberg metadata for the table "
           "in its own metadata/ folder (one snapshot per Delta version over the same Parquet files; readers open "
           "<table>/metadata/version-hint.text; docs/iceberg.md); such tables never get deletion vectors. off: Delta "
-          "only. Local-disk warehouses only so far.", kind=CHOICE, default=ICEBERG_OFF, choices=ICEBERG_MODES),
+          "only.", kind=CHOICE, default=ICEBERG_OFF, choices=ICEBERG_MODES),
     # Process settings: how a long-running server looks after its tables (core/upkeep.py).
     Field("upkeep_interval_hours", "Upkeep interval (hours)", "Compact, purge deletion vectors and vacuum idle tables "
           "this often (0 = off; Fivetran's own lake destinations: 168).", kind=NUMBER, default="0", scope=PROCESS,
@@ -250,11 +250,15 @@ class Settings:
                                  "Spark Connect server whose catalog is this metastore); Sail cannot register them")
         if self.iceberg not in ICEBERG_MODES:
             raise InvalidRequest(f"iceberg must be one of {', '.join(ICEBERG_MODES)}")
-        if self.iceberg != ICEBERG_OFF and "://" in self.warehouse:
-            raise InvalidRequest("iceberg metadata is written for warehouses on a local disk only so far; set iceberg "
-                                 "to off for an object-store warehouse")
         for store in STORES:
             store.check(self.storage)
+        if self.iceberg != ICEBERG_OFF:
+            # The metadata commit is put-if-absent on every store (core/iceberg/metadata_files.py);
+            # where these settings cannot have it, the mirror would be unsafe for two writers.
+            why = store_for(self.warehouse).create_if_absent_refusal(self.warehouse, self.storage)
+            if why:
+                raise InvalidRequest(f"iceberg metadata cannot be committed safely to this warehouse: {why}; "
+                                     "or set iceberg to off")
 
     @staticmethod
     def create(warehouse: str, engine: Optional[str] = None, spark_remote: Optional[str] = None,

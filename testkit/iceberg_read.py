@@ -12,11 +12,19 @@ from pyiceberg.table import StaticTable
 from testkit.delta_read import read_delta_table
 
 DELTA_VERSION = "delta-version"
+_IO: dict[str, dict] = {}
+
+
+def register_iceberg_io(prefix: str, properties: dict) -> None:
+    """Open tables under `prefix` (e.g. "s3://bucket/") with these pyiceberg FileIO properties, as a
+    reader of that store is told to (docs/iceberg.md)."""
+    _IO[prefix] = dict(properties)
 
 
 def iceberg_table(path: str) -> StaticTable:
     """The table as a reader without a catalog opens it: from its version hint."""
-    return StaticTable.from_metadata(str(path))
+    properties = next((o for p, o in _IO.items() if str(path).startswith(p)), {})
+    return StaticTable.from_metadata(str(path), properties)
 
 
 def mirrored_version(path: str, snapshot_id: Optional[int] = None) -> int:

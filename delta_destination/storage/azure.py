@@ -10,8 +10,13 @@ AzureFileSystem (no Azure SDK needed); delta-rs and embedded Sail reach the stor
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import threading
 import time
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from typing import Callable, Mapping, TypeVar
 
 from ..errors import InvalidRequest
@@ -187,6 +192,101 @@ def retried(call: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
+# ---- conditional creates (Put Blob with If-None-Match: *) --------------------------------------
+# pyarrow's AzureFileSystem writes no conditional blob and the Azure SDK is not a dependency: the
+# one request is signed here (Shared Key), or carries the SAS token, or a service principal's token.
+BLOB_API_VERSION = "2020-10-02"   # Azurite and Azure both serve it; bearer tokens need >= 2017-11-09
+AAD_V2_TOKEN_ENDPOINT = "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token"
+STORAGE_SCOPE = "https://storage.azure.com/.default"
+
+
+def blob_url(location: str, options: AzureOptions) -> str:
+    """The Blob endpoint URL of a location's blob (the emulator's: the account in the path).
+    >>> blob_url("abfss://c@a.dfs.core.windows.net/wh/v1.json", AzureOptions())
+    'https://a.blob.core.windows.net/c/wh/v1.json'
+    >>> blob_url("abfss://c@a.dfs.core.windows.net/wh/x y", AzureOptions(use_emulator=True))
+    'http://127.0.0.1:10000/a/c/wh/x%20y'
+    """
+    from urllib.parse import quote
+
+    loc, account = parse_location(location), account_of(location, options)
+    path = quote(f"{loc.container}/{loc.path}", safe="/")
+    if options.use_emulator:
+        return f"{options.effective_emulator_url}/{account}/{path}"
+    return f"https://{account}.blob.core.windows.net/{path}"
+
+
+def shared_key_signature(account: str, key: str, verb: str, url: str, headers: Mapping[str, str]) -> str:
+    """The Shared Key `Authorization` value of a request without query parameters (Azure Storage's
+    string to sign: the standard headers in order, the x-ms-* headers, the canonical resource).
+    >>> shared_key_signature("a", base64.b64encode(b"k").decode(), "PUT", "https://a.blob.core.windows.net/c/b",
+    ...                      {"x-ms-date": "d", "x-ms-version": "v"})
+    'SharedKey a:nH7iCkUntvqnf82EONRTrT8Rr9mU6A1aKfF1wvUNEgM='
+    """
+    from urllib.parse import urlparse
+
+    h = {k.lower(): v for k, v in headers.items()}
+    length = h.get("content-length", "")
+    standard = [verb, h.get("content-encoding", ""), h.get("content-language", ""), "" if length == "0" else length,
+                h.get("content-md5", ""), h.get("content-type", ""), h.get("date", ""), h.get("if-modified-since", ""),
+                h.get("if-match", ""), h.get("if-none-match", ""), h.get("if-unmodified-since", ""), h.get("range", "")]
+    canonical_headers = "".join(f"{k}:{h[k].strip()}\n" for k in sorted(h) if k.startswith("x-ms-"))
+    to_sign = "\n".join(standard) + "\n" + canonical_headers + f"/{account}{urlparse(url).path}"
+    digest = hmac.new(base64.b64decode(key), to_sign.encode("utf-8"), hashlib.sha256).digest()
+    return f"SharedKey {account}:{base64.b64encode(digest).decode()}"
+
+
+_TOKENS: dict[tuple[str, str], tuple[str, float]] = {}
+_TOKENS_LOCK = threading.Lock()
+
+
+def service_principal_token(options: AzureOptions) -> str:
+    """A storage access token for the service principal (client credentials), kept until 5 minutes
+    before it expires. The secret goes to Microsoft's token endpoint only."""
+    import requests
+
+    key = (options.tenant_id, options.client_id)
+    with _TOKENS_LOCK:
+        cached = _TOKENS.get(key)
+        if cached is not None and cached[1] > time.time() + 300:
+            return cached[0]
+        now = time.time()
+        answer = requests.post(AAD_V2_TOKEN_ENDPOINT.format(tenant=options.tenant_id), timeout=30, data={
+            "grant_type": "client_credentials", "client_id": options.client_id,
+            "client_secret": options.client_secret, "scope": STORAGE_SCOPE})
+        if answer.status_code != 200:
+            raise PermissionError(f"Microsoft's token endpoint refused the service principal (HTTP {answer.status_code})")
+        body = answer.json()
+        _TOKENS[key] = (body["access_token"], now + float(body.get("expires_in", 3600)))
+        return body["access_token"]
+
+
+def create_blob_if_absent(location: str, data: bytes, options: AzureOptions) -> bool:
+    """Put Blob with `If-None-Match: *`: 409 (BlobAlreadyExists) or 412 when the blob exists.
+    Not retried: a repeat of a create that went through would answer "exists" for this writer's
+    own blob (the caller then gives up a commit that stood, which is safe; the reverse is not)."""
+    import requests
+
+    url = blob_url(location, options)
+    account = account_of(location, options)
+    headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": BLOB_API_VERSION, "x-ms-blob-type": "BlockBlob",
+               "If-None-Match": "*", "Content-Type": "application/octet-stream", "Content-Length": str(len(data))}
+    if options.effective_account_key:
+        headers["Authorization"] = shared_key_signature(account, options.effective_account_key, "PUT", url, headers)
+    elif options.sas_token:
+        url += "?" + options.sas_token.lstrip("?")
+    elif options.has_client_secret:
+        headers["Authorization"] = f"Bearer {service_principal_token(options)}"
+    else:
+        raise PermissionError("no Azure credential to sign a conditional create with")
+    answer = requests.put(url, data=data, headers=headers, timeout=60)
+    if answer.status_code in (409, 412):
+        return False
+    if answer.status_code != 201:
+        raise OSError(f"Azure Put Blob answered HTTP {answer.status_code} ({answer.headers.get('x-ms-error-code', '')})")
+    return True
+
+
 class AzureStorage(Storage):
     """Blobs under one account, through pyarrow's AzureFileSystem (Blob API; Azurite serves it)."""
 
@@ -270,6 +370,9 @@ class AzureStorage(Storage):
             with self._fs(location).open_output_stream(self._path(location)) as f:
                 f.write(data)
         retried(write)
+
+    def create_if_absent(self, location: str, data: bytes) -> bool:
+        return create_blob_if_absent(location, data, self.azure)
 
     def delete_file(self, location: str) -> None:
         """One blob. pyarrow then writes an empty marker blob for a parent folder it leaves empty
@@ -432,6 +535,50 @@ class AzureStore(Store):
 
     def object_store_path(self, location: str) -> str:
         return object_store_path(location)
+
+    def pyarrow_path(self, location: str) -> str:
+        """pyarrow's AzureFileSystem takes `container/path`: no account (its own `from_uri` drops it).
+        >>> STORE.pyarrow_path("abfss://c@a.dfs.core.windows.net/wh/t/v1.metadata.json")
+        'c/wh/t/v1.metadata.json'
+        """
+        loc = parse_location(location)
+        return f"{loc.container}/{loc.path}".rstrip("/")
+
+    def create_if_absent_refusal(self, location: str, options) -> str:
+        """Put Blob If-None-Match needs a credential this process signs with, and readers of the
+        Iceberg metadata need the account in every location (`az://` has none)."""
+        azure = options.azure
+        if location.split("://", 1)[0] == "az":
+            return ("Iceberg readers resolve Azure files by their account: give the warehouse as "
+                    "abfss://container@account.dfs.core.windows.net/... instead of az://")
+        if not account_of(location, azure):
+            return "the storage account is unknown: set azure_account_name or use abfss://container@account..."
+        if not (azure.effective_account_key or azure.sas_token or azure.has_client_secret):
+            return ("Azure's default credential chain (managed identity, Azure CLI) is not one the destination "
+                    "signs its conditional creates with: set azure_account_key, azure_sas_token or "
+                    "azure_client_id with azure_client_secret and azure_tenant_id")
+        return ""
+
+    def iceberg_io_properties(self, location: str, options) -> dict[str, str]:
+        """PyArrowFileIO's ADLS properties (pyarrow's AzureFileSystem); an emulator's authority and
+        scheme stand in for Azure's hosts, as AzureStorage does."""
+        azure = options.azure
+        props = {"py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO"}
+        account = account_of(location, azure)
+        if account:
+            props["adls.account-name"] = account
+        if azure.effective_account_key:
+            props["adls.account-key"] = azure.effective_account_key
+        elif azure.sas_token:
+            props["adls.sas-token"] = azure.sas_token
+        elif azure.has_client_secret:
+            props.update({"adls.client-id": azure.client_id, "adls.client-secret": azure.client_secret,
+                          "adls.tenant-id": azure.tenant_id})
+        if azure.use_emulator:
+            scheme, host = azure.effective_emulator_url.split("://", 1)
+            props.update({"adls.blob-storage-authority": host, "adls.dfs-storage-authority": host,
+                          "adls.blob-storage-scheme": scheme, "adls.dfs-storage-scheme": scheme})
+        return props
 
     def served_by_environment(self, options, environ: Mapping[str, str]) -> bool:
         env, given = environment_options(environ), options.azure

@@ -81,6 +81,13 @@ class Storage:
     def make_private_dir(self, location: str) -> None:
         """A directory only this user can read (object stores have no directories: nothing)."""
 
+    def create_if_absent(self, location: str, data: bytes) -> bool:
+        """Write `data` at `location` in one conditional create that fails when something is there
+        (False then, the existing object untouched; never a partial object): what makes a commit of
+        a new file safe for two writers (core/iceberg/metadata_files.py). A store that cannot do it
+        with its settings says why in `Store.create_if_absent_refusal`, checked with the settings."""
+        raise NotImplementedError
+
     def delete_file(self, location: str) -> None:
         raise NotImplementedError
 

@@ -49,6 +49,25 @@ class LocalStorage(Storage):
         with open(location, "wb") as f:
             f.write(data)
 
+    def create_if_absent(self, location: str, data: bytes) -> bool:
+        """Written in full under a temporary name, then hard-linked to its name: link() fails when
+        the name exists, so the file appears whole or not at all."""
+        import uuid
+
+        os.makedirs(os.path.dirname(location), exist_ok=True)
+        tmp = os.path.join(os.path.dirname(location), f".{uuid.uuid4().hex}.tmp")
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(tmp, location)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
     def make_dirs(self, location: str) -> None:
         os.makedirs(location, exist_ok=True)
 
@@ -79,6 +98,9 @@ class LocalStore(Store):
     name = "local"
     schemes = ("",)
     storage_class = LocalStorage
+
+    def create_if_absent_refusal(self, location: str, options) -> str:
+        return ""
 
 
 STORE = LocalStore()

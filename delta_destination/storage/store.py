@@ -76,6 +76,22 @@ class Store:
         """delta-rs `storage_options` for these settings (only what is set)."""
         return {}
 
+    def create_if_absent_refusal(self, location: str, options) -> str:
+        """Why `Storage.create_if_absent` cannot be had for `location` with these settings ('' = it
+        can): the Iceberg mirror commits its metadata files with it, and is refused without it."""
+        return f"{self.name} storage has no conditional create here"
+
+    def pyarrow_path(self, location: str) -> str:
+        """A URL as pyarrow's filesystem for this store takes it: `bucket/key` (the URL after its
+        scheme); stores whose authority is not the first path part say otherwise."""
+        return location.split("://", 1)[1]
+
+    def iceberg_io_properties(self, location: str, options) -> dict[str, str]:
+        """pyiceberg FileIO properties that reach this store with these settings (PyArrowFileIO's
+        `s3.*`, `adls.*`, `gcs.*`): what the Iceberg mirror writes manifests with, and what a pyiceberg
+        reader of the metadata is given (docs/iceberg.md). They hold the settings' secrets: never logged."""
+        return {}
+
     def served_by_environment(self, options, environ: Mapping[str, str]) -> bool:
         """Does a process with this environment reach the store with these settings?"""
         return True
@@ -118,6 +134,10 @@ class UnlistedStore(Store):
     name = "unlisted"
     storage_class = UnlistedStorage
     embedded_reaches = False
+
+    def create_if_absent_refusal(self, location: str, options) -> str:
+        return (f"the destination has no client of its own for {location.split(':', 1)[0]}: URLs (only the Apache "
+                "Spark engine reaches them), so no conditional create of the metadata file")
 
     def canonical(self, location: str) -> str:
         if "://" not in location:

@@ -175,8 +175,10 @@ def test_the_embedded_engine_refuses_gcs_with_a_clear_error_and_nothing_written(
 def test_the_emulator_takes_no_object_store_write(gcs_server):
     """Why the embedded engine refuses GCS, measured: object_store (delta-rs here, Sail alike) writes a
     file with an XML-API `PUT /bucket/object`, which fake-gcs-server routes to its JSON upload handler
-    (`400 invalid uploadType`); and a create with ifGenerationMatch=0 of an existing object is not
-    refused (no precondition check), so concurrent commits could not be tested even then."""
+    (`400 invalid uploadType`); and a media upload with ifGenerationMatch=0 of an existing object is not
+    refused (no precondition check on that upload kind; multipart uploads are checked, which the
+    Iceberg mirror's commits use: tests/engines/test_iceberg_stores.py), so concurrent Delta commits
+    could not be tested even then."""
     import urllib.request
 
     from deltalake import write_deltalake

@@ -58,7 +58,7 @@ def test_many_commits_keep_the_metadata_bounded_and_readable(tmp_path):
         assert mirror.mirror(warehouse, "s.t", location).outcome == "mirrored"
         counts.append(len(os.listdir(os.path.join(location, "metadata"))))
 
-    table = load(location)
+    table = load(warehouse, location)
     assert len(table.metadata.snapshots) == SNAPSHOTS_KEPT
     assert len(table.current_snapshot().manifests(table.io)) <= MIN_MANIFESTS_TO_MERGE
     versions = [int(n[1:].split(".")[0]) for n in os.listdir(os.path.join(location, "metadata"))
@@ -97,4 +97,4 @@ def test_a_long_catch_up_is_one_metadata_commit_with_the_newest_snapshots(tmp_pa
     result = mirror.mirror(warehouse, "s.t", location)
     assert (result.outcome, result.snapshots, result.delta_version) == ("mirrored", 25, delta_version(location))
     assert assert_every_snapshot_matches(location)[-1] == delta_version(location)
-    assert len(load(location).metadata.snapshots) == SNAPSHOTS_KEPT
+    assert len(load(warehouse, location).metadata.snapshots) == SNAPSHOTS_KEPT

@@ -14,7 +14,7 @@ from pyiceberg.types import (BinaryType, BooleanType, DateType, DecimalType, Dou
                              LongType, StringType, TimestampType, TimestamptzType)
 
 from delta_destination.core.iceberg.data_files import data_file
-from delta_destination.core.iceberg.metadata_files import newest_version, put_if_absent
+from delta_destination.core.iceberg.metadata_files import MetadataFolder
 from delta_destination.core.iceberg.mirror import STALE_PROPERTY, IcebergMirror
 from delta_destination.core.iceberg.plan import FileAdd, plan_commits, plan_jump
 from delta_destination.core.iceberg.schemas import (UnmirrorableTable, delta_columns, iceberg_type, mirrored_schema)
@@ -22,6 +22,7 @@ from delta_destination.core.write_plan import deletion_vectors_first
 from delta_destination.engines.router import EngineChoice
 from delta_destination.settings import Settings
 from delta_destination.warehouse import Warehouse
+from delta_destination.storage import LocalStorage, StorageOptions
 from testkit.iceberg_read import assert_every_snapshot_matches, assert_same_table, iceberg_table, mirrored_version
 
 
@@ -133,9 +134,11 @@ def test_tables_with_iceberg_never_get_deletion_vectors_from_the_plan():
 
 
 def test_put_if_absent_never_replaces(tmp_path):
-    p = str(tmp_path / "v1.metadata.json")
-    assert put_if_absent(p, b"one") and not put_if_absent(p, b"two")
-    assert open(p, "rb").read() == b"one" and os.listdir(tmp_path) == ["v1.metadata.json"]
+    folder = MetadataFolder(LocalStorage(str(tmp_path), StorageOptions()), str(tmp_path))
+    p = folder.version_file(1)
+    assert folder.put_if_absent(p, b"one") and not folder.put_if_absent(p, b"two")
+    assert open(p, "rb").read() == b"one" and os.listdir(tmp_path / "metadata") == ["v1.metadata.json"]
+    assert folder.newest_version() == 1
 
 
 @pytest.fixture
@@ -181,7 +184,7 @@ def test_a_lost_metadata_file_and_a_lagging_hint_converge(local):
     mirror.mirror(wh, "s.t", path)
     write_deltalake(path, pa.table({"id": pa.array([2], pa.int64()), "s": pa.array(["b"])}), mode="append")
     mirror.mirror(wh, "s.t", path)
-    assert newest_version(path) == 2
+    assert MetadataFolder(wh.storage, path).newest_version() == 2
     os.remove(os.path.join(path, "metadata", "v2.metadata.json"))          # lost: the hint names it
     write_deltalake(path, pa.table({"id": pa.array([3], pa.int64()), "s": pa.array(["c"])}), mode="overwrite")
     assert mirror.mirror(wh, "s.t", path).snapshots == 2                    # versions 1 and 2 again
@@ -189,11 +192,21 @@ def test_a_lost_metadata_file_and_a_lagging_hint_converge(local):
     assert mirror.mirror(wh, "s.t", path).outcome == "current"
 
 
-def test_setting_is_refused_for_object_store_warehouses():
+def test_setting_is_refused_only_where_put_if_absent_cannot_be_had():
     from delta_destination.errors import InvalidRequest
     assert Settings.create("/w").iceberg == "off"
-    with pytest.raises(InvalidRequest, match="local disk"):
-        Settings.create("s3://bucket/w", iceberg="metadata")
+    assert Settings.create("s3://bucket/w", iceberg="metadata").iceberg == "metadata"
+    key = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+    assert Settings.create("abfss://c@a.dfs.core.windows.net/w", iceberg="metadata", azure_account_key=key)
+    assert Settings.create("gs://b/w", iceberg="metadata", gcs_endpoint="http://127.0.0.1:1")
+    for warehouse, more, why in [
+            ("abfss://c@a.dfs.core.windows.net/w", {}, "default credential chain"),   # no key to sign with
+            ("az://c/w", {"azure_account_key": key, "azure_account_name": "a"}, "instead of az://"),
+            ("gs://b/w", {}, "gcs_credentials_file"),
+            ("hdfs://nn/w", {}, "no conditional create")]:
+        with pytest.raises(InvalidRequest, match=why) as info:
+            Settings.create(warehouse, iceberg="metadata", **more)
+        assert key not in str(info.value)
     with pytest.raises(InvalidRequest, match="iceberg must be one of"):
         Settings.create("/w", iceberg="catalog")
 

@@ -18,11 +18,10 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import Schema
 from pyiceberg.serializers import FromInputFile
@@ -37,8 +36,9 @@ from ...settings import DELTA_RETENTION_HOURS
 from ...warehouse import Warehouse
 from ..delta_log import commit_actions, delta_version, open_table
 from .data_files import data_file, file_location, removed_file
+from .file_io import file_io
 from .housekeeping import PROPERTIES, expired_and_neighbours, new_snapshots, snapshot_producer, unreferenced
-from .metadata_files import FolderCatalog, metadata_names, newest_version, version_file
+from .metadata_files import FolderCatalog, MetadataFolder
 from .plan import FileAdd, MirrorPlan, Step, catch_up_range, expired_snapshots, plan_commits, plan_jump
 from .schemas import (NAME_MAPPING, MirroredSchema, UnmirrorableTable, delta_columns, mirrored_schema, same_fields,
                       uses_column_mapping)
@@ -68,24 +68,26 @@ def mirrored_version(table: Optional[Table]) -> Optional[int]:
     return int(value) if value is not None else None
 
 
-def load(location: str) -> Optional[Table]:
-    """The table's newest Iceberg metadata as a pyiceberg table that commits to its folder."""
-    n = newest_version(location)
+def load(warehouse: Warehouse, location: str) -> Optional[Table]:
+    """The table's newest Iceberg metadata as a pyiceberg table that commits to its folder (through
+    the warehouse's store: file_io.py, metadata_files.py)."""
+    folder = MetadataFolder(warehouse.storage, location)
+    n = folder.newest_version()
     if n is None:
         return None
-    io = PyArrowFileIO()
-    path = version_file(location, n)
+    io = file_io(warehouse, location)
+    path = folder.version_file(n)
     metadata = FromInputFile.table_metadata(io.new_input(path))
-    return Table(("mirror",), metadata, path, io, FolderCatalog(location))
+    return Table(("mirror",), metadata, path, io, FolderCatalog(folder))
 
 
-def fresh(location: str, after: Optional[Table]) -> Table:
+def fresh(warehouse: Warehouse, location: str, after: Optional[Table]) -> Table:
     """An empty Iceberg table at `location` (its first metadata commit comes after the newest
     existing version, if any: a table renamed or created again starts over)."""
     metadata = new_table_metadata(Schema(), UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location,
                                   {"format-version": "2"})
-    return Table(("mirror",), metadata, after.metadata_location if after is not None else None, PyArrowFileIO(),
-                 FolderCatalog(location))
+    return Table(("mirror",), metadata, after.metadata_location if after is not None else None,
+                 file_io(warehouse, location), FolderCatalog(MetadataFolder(warehouse.storage, location)))
 
 
 def current_schema(table: Table) -> MirroredSchema:
@@ -96,8 +98,12 @@ def current_schema(table: Table) -> MirroredSchema:
                           table.metadata.last_column_id)
 
 
-def count_rows(location: str) -> int:
-    return pq.ParquetFile(location).metadata.num_rows
+def row_counter(io) -> Callable[[str], int]:
+    """Counts a data file's rows from its Parquet footer, read through the table's FileIO (any store)."""
+    def count_rows(location: str) -> int:
+        with io.new_input(location).open() as f:
+            return pq.ParquetFile(f).metadata.num_rows
+    return count_rows
 
 
 class IcebergMirror:
@@ -108,17 +114,17 @@ class IcebergMirror:
         current = delta_version(warehouse, location)
         if current < 0:
             return MirrorResult("current", None)
-        table = load(location)
+        table = load(warehouse, location)
         mirrored = mirrored_version(table)
         if table is not None and (table.metadata.location.rstrip("/") != location.rstrip("/")
                                   or (mirrored is not None and mirrored > current)):
             log.info(f"{display}: the Iceberg metadata describes another table (renamed, or created again): "
                      "starting it over from the Delta table's current version")
-            table, mirrored = fresh(location, table), None
+            table, mirrored = fresh(warehouse, location, table), None
         if mirrored == current:
             return MirrorResult("current", current)
         plan = self._plan(warehouse, location, table, mirrored, current)
-        target = table if table is not None else fresh(location, None)
+        target = table if table is not None else fresh(warehouse, location, None)
         try:
             done = self._apply(target, location, plan)
         except UnmirrorableTable as e:
@@ -213,8 +219,8 @@ class IcebergMirror:
         new = new_snapshots(before, after)
         committed = [s.manifest_list for s in new] + [m for s in new for m in listed(s)]
         marks = [str(u) for u in commits]
-        prefix = location.rstrip("/") + "/metadata/"
-        written = [prefix + name for name in metadata_names(location) if any(mark in name for mark in marks)]
+        folder = table.catalog.folder   # the table's MetadataFolder (FolderCatalog), on its store
+        written = [f"{folder.location}/{name}" for name in folder.names() if any(mark in name for mark in marks)]
         for path in unreferenced(expired_lists, [m for s in near for m in listed(s)], written, committed):
             try:
                 io.delete(path)
@@ -259,7 +265,7 @@ class IcebergMirror:
             for path in step.removes:
                 p.delete_data_file(removed_file(location, path))
             for add in step.adds:
-                p.append_data_file(data_file(location, add, schema, count_rows))
+                p.append_data_file(data_file(location, add, schema, row_counter(table.io)))
 
 
 __all__ = ["IcebergMirror", "MirrorResult", "DELTA_VERSION", "STALE_PROPERTY", "file_location", "load"]
