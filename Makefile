@@ -18,7 +18,7 @@ HIVE_CLIENT_JARS := .hive-client-jars
 AZURITE_DIR := .azurite
 AZURITE_VERSION := 3.37.0
 
-.PHONY: install install-python proto run test test-unit test-all test-slow test-clients airflow-venv bench bench-cluster bench-stores bench-soak bench-sync bench-increments clean \
+.PHONY: install install-python proto run test test-unit test-all test-slow test-clients airflow-venv iceberg-reader bench bench-cluster bench-stores bench-soak bench-sync bench-increments clean \
 	conduit airbyte-clients \
 	cluster cluster-stop cluster-status cluster-jars azurite gcs-server
 
@@ -151,10 +151,11 @@ test-all: install airflow-venv
 test-slow: install airbyte-clients airflow-venv
 	$(TEST_ENV) $(PYTEST) -m slow
 
-# The slow tests with real clients and builds (PyAirbyte + source-faker, Conduit, Airflow, PyInstaller):
+# The slow tests with real clients and builds (PyAirbyte + source-faker, Conduit, Airflow, PyInstaller,
+# Iceberg's Java reader):
 # the part of test-slow CI runs (the long crash, fuzz and load runs do not fit its hour with both engines).
 SLOW_CLIENT_TESTS := tests/clients
-test-clients: install airbyte-clients airflow-venv
+test-clients: install airbyte-clients airflow-venv iceberg-reader
 	$(TEST_ENV) $(PYTEST) -m slow $(SLOW_CLIENT_TESTS)
 
 # Airflow's asset-URI normalisers in a test-only virtualenv (scripts/airflow_test_venv.sh), built once
@@ -162,6 +163,14 @@ test-clients: install airbyte-clients airflow-venv
 airflow-venv: .airflow-venv/.stamp
 .airflow-venv/.stamp: scripts/airflow_test_venv.sh
 	PYTHON=$(PYTHON) scripts/airflow_test_venv.sh
+	touch $@
+
+# Apache Iceberg's own Java reader (pyspark 4.0 and iceberg-spark-runtime-4.0_2.13 1.10.0 from Maven Central) in a
+# test-only environment, ./.iceberg-reader (scripts/iceberg_java_reader_env.sh), for
+# tests/clients/test_iceberg_java_reader.py; rebuilt when the script (its pins) changes. Needs Maven and Java 17.
+iceberg-reader: .iceberg-reader/.stamp
+.iceberg-reader/.stamp: scripts/iceberg_java_reader_env.sh
+	PYTHON=$(PYTHON) scripts/iceberg_java_reader_env.sh
 	touch $@
 
 # PyAirbyte and airbyte-source-faker for the Airbyte door's real-client tests, each in its own
