@@ -17,10 +17,11 @@ from .. import logs
 from ..engines.router import EngineSession, column_change_choice, delta_widens
 from ..errors import EngineError, EngineUnavailable, InvalidRequest, SchemaMismatch, TableAlreadyExists
 from ..names import case_clash, check_column_name
-from ..settings import IN_PLACE, Settings
+from ..settings import ICEBERG_OFF, IN_PLACE, Settings
 from . import metadata
 from .column_mapping import mapping_upgrade, wants_engine_that_maps
 from .delta_log import PropertyWatch, TableSnapshot
+from .iceberg.promotions import iceberg_reads_widened
 from .registry import TableRegistry, OpenTable, TableRef
 from .model import Column, DataType, TableSchema
 from .notices import notice
@@ -149,7 +150,7 @@ class Tables:
                        f"({', '.join(new_key)}). Delta tables have no key constraints, so stored rows are not "
                        f"re-keyed: where several of them share a value of the new key, later changes apply to "
                        f"each of them; a re-sync of the table makes the rows unique again")
-            widens = (self._widenings(current, target, changed)
+            widens = (self._widenings(current, target, changed, t.lease.request.iceberg != ICEBERG_OFF)
                       if changed and not dropped and widens_in_place(t.snapshot(), t.lease.request.column_changes)
                       else [])
             if changed:
@@ -182,11 +183,13 @@ class Tables:
             return summary
 
     @staticmethod
-    def _widenings(current: TableSchema, target: TableSchema, changed: list[str]) -> list[tuple[str, str]]:
+    def _widenings(current: TableSchema, target: TableSchema, changed: list[str],
+                   iceberg: bool = False) -> list[tuple[str, str]]:
         """(name, new SQL type) of the changed columns when Delta widens every one of them in its log
-        (dialect.delta_widens), else none: one request keeps one kind of schema change."""
+        (dialect.delta_widens), else none: one request keeps one kind of schema change. With Iceberg
+        metadata on, only widenings Iceberg readers read right (core/iceberg/promotions.py)."""
         widened = [(name, spark_type(current.get(name)), spark_type(target.get(name))) for name in changed]
-        if all(delta_widens(old, new) for _, old, new in widened):
+        if all(delta_widens(old, new) and (not iceberg or iceberg_reads_widened(old, new)) for _, old, new in widened):
             return [(name, new) for name, _, new in widened]
         return []
 
