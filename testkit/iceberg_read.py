@@ -9,7 +9,7 @@ from typing import Optional
 import pyarrow as pa
 from pyiceberg.table import StaticTable
 
-from testkit.delta_read import read_delta_table
+from testkit.delta_read import delta_version, read_delta_table
 
 DELTA_VERSION = "delta-version"
 _IO: dict[str, dict] = {}
@@ -66,6 +66,13 @@ def assert_same_table(path: str, keys=("id",), snapshot_id: Optional[int] = None
     got = sorted(ice.to_pylist(), key=lambda r: key_of(r, keys))
     want = sorted(delta.to_pylist(), key=lambda r: key_of(r, keys))
     assert got == want, f"Iceberg rows differ from Delta version {version}"
+    return version
+
+
+def assert_in_step(path: str, keys=("id",)) -> int:
+    """The Iceberg side mirrors the Delta table's newest version and reads the same; returns the version."""
+    version = assert_same_table(path, keys)
+    assert version == delta_version(path)
     return version
 
 

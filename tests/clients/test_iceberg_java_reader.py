@@ -22,14 +22,14 @@ from delta_destination.core.iceberg.plan import SNAPSHOTS_KEPT
 from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from testkit.delta_read import delta_properties as read_delta_properties, delta_version, read_delta_table
 from testkit.batch_files import UNMODIFIED
-from testkit.fivetran_requests import MAX, H, batch_file, col, history_request, t, table, ts, version, write_request
+from testkit.fivetran_requests import MAX, H, col, history_request, t, table, ts, version
 from testkit.iceberg_java_read import READER_DIR, read_with_java
+from testkit.iceberg_requests import migrate, on, write
 from testkit.iceberg_read import DELTA_VERSION, as_iceberg_types, iceberg_table, key_of, logical_type
 from testkit.server_process import ROOT, RunningServer
 
 pytestmark = pytest.mark.slow
 
-ON = {"iceberg": "metadata"}
 UTC = dt.timezone.utc
 T = table("orders", col("id", "LONG", pk=True), col("qty", "SHORT"), col("n", "INT"), col("name", "STRING"),
           col("amount", "DECIMAL", precision=10, scale=2), col("day", "NAIVE_DATE"), col("at", "NAIVE_DATETIME"),
@@ -83,26 +83,6 @@ def spark_server(dedicated_server, tmp_path_factory):
     """A server on the Apache Spark engine (the session's shared Spark JVM)."""
     base = tmp_path_factory.mktemp("iceberg-java-spark")
     return dedicated_server(base / "warehouse", base / "server.log", engine="spark")
-
-
-def on(request):
-    request.configuration.update(ON)
-    return request
-
-
-def write(stub, schema, tproto, tmp_path, replace=(), update=(), delete=(), update_columns=None):
-    req = write_request(schema, tproto,
-                        replace=[batch_file(tmp_path, tproto, list(replace))] if replace else [],
-                        update=[batch_file(tmp_path, tproto, list(update), kind="update", columns=update_columns)]
-                        if update else [],
-                        delete=[batch_file(tmp_path, tproto, list(delete), kind="delete",
-                                           columns=["id", "_fivetran_synced"])] if delete else [])
-    assert stub.WriteBatch(on(req)).success
-
-
-def migrate(stub, schema, name, **operation):
-    r = stub.Migrate(on(pb.MigrateRequest(details=pb.MigrationDetails(schema=schema, table=name, **operation))))
-    assert r.WhichOneof("response") == "success", r
 
 
 def drive_orders(stub, s, tmp_path) -> None:

@@ -16,9 +16,9 @@ from delta_destination.core.iceberg.plan import SNAPSHOTS_KEPT
 from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_pb2 as pb
 from testkit.delta_read import delta_version, read_delta_table
 from testkit.fivetran_requests import batch_file, col, table, ts, write_request
-from testkit.iceberg_read import assert_every_snapshot_matches, assert_same_table, iceberg_table, mirrored_version
+from testkit.iceberg_read import assert_every_snapshot_matches, assert_in_step, iceberg_table, mirrored_version
+from testkit.iceberg_requests import migrate, on, write
 
-ON = {"iceberg": "metadata"}
 UTC = dt.timezone.utc
 T = table("orders", col("id", "LONG", pk=True), col("qty", "SHORT"), col("n", "INT"), col("name", "STRING"),
           col("amount", "DECIMAL", precision=10, scale=2), col("day", "NAIVE_DATE"), col("at", "NAIVE_DATETIME"),
@@ -36,71 +36,55 @@ def row(i, **over):
     return r
 
 
-def on(request):
-    request.configuration.update(ON)
-    return request
+def small_table(stub, server, schema: str, name: str):
+    """A created three-column table with Iceberg on, and its path."""
+    small = table(name, col("id", "LONG", pk=True), col("name", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
+    assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=schema, table=small))).success
+    return small, f"{server.warehouse}/{schema}/{name}"
 
 
-def write(stub, schema, tproto, tmp_path, replace=(), update=(), delete=(), update_columns=None):
-    req = write_request(schema, tproto,
-                        replace=[batch_file(tmp_path, tproto, list(replace))] if replace else [],
-                        update=[batch_file(tmp_path, tproto, list(update), kind="update", columns=update_columns)]
-                        if update else [],
-                        delete=[batch_file(tmp_path, tproto, list(delete), kind="delete",
-                                           columns=["id", "_fivetran_synced"])] if delete else [])
-    assert stub.WriteBatch(on(req)).success
-
-
-def in_step(path) -> int:
-    """The Iceberg side mirrors the newest Delta version and reads the same; returns the version."""
-    version = assert_same_table(path)
-    assert version == delta_version(path)
-    return version
-
-
-def migrate(stub, schema, name, **operation):
-    r = stub.Migrate(on(pb.MigrateRequest(details=pb.MigrationDetails(schema=schema, table=name, **operation))))
-    assert r.WhichOneof("response") == "success", r
+def rows(ids, name: str) -> list[dict]:
+    return [{"id": i, "name": name, "_fivetran_synced": dt.datetime(2024, 1, 1, tzinfo=UTC)} for i in ids]
 
 
 def test_every_request_kind_mirrors_one_snapshot_per_delta_version(stub, server, unique_schema, tmp_path):
     s = unique_schema
     assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=T))).success
     path = f"{server.warehouse}/{s}/orders"
-    in_step(path)                                                 # an empty table, with its schema
+    assert_in_step(path)                                                 # an empty table, with its schema
     write(stub, s, T, tmp_path, replace=[row(i) for i in range(1, 41)])
-    in_step(path)
+    assert_in_step(path)
     write(stub, s, T, tmp_path, replace=[row(i, name=f"new {i}") for i in range(35, 61)])   # upserts, some new
-    in_step(path)
+    assert_in_step(path)
     write(stub, s, T, tmp_path, update=[{"id": i, "price": 1.5, "_fivetran_synced": dt.datetime(2024, 7, 1, tzinfo=UTC)}
                                         for i in range(1, 11)], update_columns=["id", "price", "_fivetran_synced"])
-    in_step(path)                                                 # partial updates
+    assert_in_step(path)                                                 # partial updates
     write(stub, s, T, tmp_path, delete=[{"id": i, "_fivetran_synced": dt.datetime(2024, 7, 2, tzinfo=UTC)}
                                         for i in range(11, 16)])
-    in_step(path)                                                 # hard deletes
+    assert_in_step(path)                                                 # hard deletes
     write(stub, s, T, tmp_path, update=[{"id": i, "_fivetran_deleted": True} for i in range(16, 19)],
           update_columns=["id", "_fivetran_deleted"])
-    in_step(path)                                                 # soft deletes
+    assert_in_step(path)                                                 # soft deletes
     assert stub.Truncate(on(pb.TruncateRequest(schema_name=s, table_name="orders", synced_column="_fivetran_synced",
                                                utc_delete_before=ts(dt.datetime(2024, 6, 15, tzinfo=UTC))))).success
     assert read_delta_table(path).num_rows == 10                  # the rows synced after the cut
-    in_step(path)
+    assert_in_step(path)
 
     added = table("orders", *T.columns, col("note", "STRING"))
     assert stub.AlterTable(on(pb.AlterTableRequest(schema_name=s, table=added))).success
-    in_step(path)                                                 # add column
+    assert_in_step(path)                                                 # add column
     write(stub, s, added, tmp_path, replace=[row(i, note=f"note {i}") for i in range(100, 105)])
-    in_step(path)
+    assert_in_step(path)
     retyped = table("orders", *[c if c.name != "n" else col("n", "STRING") for c in added.columns])
     assert stub.AlterTable(on(pb.AlterTableRequest(schema_name=s, table=retyped))).success
-    in_step(path)                                                 # type change: the table rewritten
+    assert_in_step(path)                                                 # type change: the table rewritten
     fields = {f.name: f for f in iceberg_table(path).schema().fields}
     assert str(fields["n"].field_type) == "string"
     migrate(stub, s, "orders", add=pb.AddOperation(add_column_with_default_value=pb.AddColumnWithDefaultValue(
         column="region", column_type=common_pb2.STRING, default_value="emea")))
-    in_step(path)
+    assert_in_step(path)
     migrate(stub, s, "orders", update_column_value=pb.UpdateColumnValueOperation(column="region", value="apac"))
-    in_step(path)
+    assert_in_step(path)
 
     ice = iceberg_table(path)
     snapshots = ice.snapshots()
@@ -122,7 +106,7 @@ def test_renamed_table_is_mirrored_at_its_new_place(stub, server, unique_schema,
     migrate(stub, s, "orders", rename=pb.RenameOperation(rename_table=pb.RenameTable(from_table="orders",
                                                                                     to_table="orders_v2")))
     path = f"{server.warehouse}/{s}/orders_v2"
-    in_step(path)
+    assert_in_step(path)
     assert iceberg_table(path).metadata.location.rstrip("/") == path.rstrip("/")
     for f in iceberg_table(path).scan().plan_files():            # no file of the old place
         assert f.file.file_path.startswith(path + "/"), f.file.file_path
@@ -130,20 +114,16 @@ def test_renamed_table_is_mirrored_at_its_new_place(stub, server, unique_schema,
 
 def test_commits_behind_the_mirrors_back_and_a_lost_mirror_converge(stub, server, unique_schema, tmp_path):
     s = unique_schema
-    small = table("plain", col("id", "LONG", pk=True), col("name", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
-    assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=small))).success
-    path = f"{server.warehouse}/{s}/plain"
-    synced = dt.datetime(2024, 1, 1, tzinfo=UTC)
-    rows = lambda ids, name: [{"id": i, "name": name, "_fivetran_synced": synced} for i in ids]
+    small, path = small_table(stub, server, s, "plain")
     write(stub, s, small, tmp_path, replace=rows(range(1, 11), "a"))
-    before = in_step(path)
+    before = assert_in_step(path)
     # Another writer: two appends with delta-rs, which the mirror never saw.
     schema = read_delta_table(path).schema
     for ids in (range(100, 103), range(200, 202)):
         write_deltalake(path, pa.Table.from_pylist(rows(ids, "other"), schema=schema), mode="append")
     assert mirrored_version(path) == before
     write(stub, s, small, tmp_path, replace=rows(range(5, 8), "b"))
-    assert in_step(path) == before + 3
+    assert assert_in_step(path) == before + 3
     assert sorted(assert_every_snapshot_matches(path)) == list(range(max(0, before + 4 - SNAPSHOTS_KEPT), before + 4))
     # A crash between the Delta commit and the mirror: the newest Iceberg metadata is lost (the hint
     # still names it).
@@ -151,7 +131,7 @@ def test_commits_behind_the_mirrors_back_and_a_lost_mirror_converge(stub, server
     newest = max(int(n[1:].split(".")[0]) for n in os.listdir(meta) if n.startswith("v") and n.endswith(".metadata.json"))
     os.remove(os.path.join(meta, f"v{newest}.metadata.json"))
     write(stub, s, small, tmp_path, replace=rows(range(1, 3), "c"))
-    assert in_step(path) == before + 4
+    assert assert_in_step(path) == before + 4
     assert sorted(assert_every_snapshot_matches(path)) == list(range(max(0, before + 5 - SNAPSHOTS_KEPT), before + 5))
 
 
@@ -171,13 +151,9 @@ def test_a_failing_mirror_leaves_the_request_and_its_delta_commit_standing(stub,
     the batch, the log says so without values, and the next request after the cause is gone catches
     the Iceberg side up with every version."""
     s = unique_schema
-    small = table("fails", col("id", "LONG", pk=True), col("name", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
-    assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=small))).success
-    path = f"{server.warehouse}/{s}/fails"
-    synced = dt.datetime(2024, 1, 1, tzinfo=UTC)
-    rows = lambda ids, name: [{"id": i, "name": name, "_fivetran_synced": synced} for i in ids]
+    small, path = small_table(stub, server, s, "fails")
     write(stub, s, small, tmp_path, replace=rows(range(1, 6), "a"))
-    before = in_step(path)
+    before = assert_in_step(path)
     meta = os.path.join(path, "metadata")
     os.rename(meta, meta + ".aside")
     open(meta, "w").close()
@@ -190,5 +166,5 @@ def test_a_failing_mirror_leaves_the_request_and_its_delta_commit_standing(stub,
     os.rename(meta + ".aside", meta)
     assert mirrored_version(path) == before
     write(stub, s, small, tmp_path, replace=rows(range(9, 11), "c"))
-    assert in_step(path) == before + 2
+    assert assert_in_step(path) == before + 2
     assert sorted(assert_every_snapshot_matches(path))[-3:] == [before, before + 1, before + 2]

@@ -30,11 +30,11 @@ from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from delta_destination.settings import Settings
 from delta_destination.warehouse import Warehouse
 from testkit.delta_read import delta_version
-from testkit.fivetran_requests import batch_file, col, table, write_request
-from testkit.iceberg_read import assert_every_snapshot_matches, assert_same_table, iceberg_table, register_iceberg_io
+from testkit.fivetran_requests import col, table
+from testkit.iceberg_read import assert_every_snapshot_matches, assert_in_step, iceberg_table, register_iceberg_io
+from testkit.iceberg_requests import on, write
 
 UTC = dt.timezone.utc
-ON = {"iceberg": "metadata"}
 SYNCED = dt.datetime(2024, 6, 1, tzinfo=UTC)
 T = table("orders", col("id", "LONG", pk=True), col("name", "STRING"), col("amount", "DECIMAL", precision=10, scale=2),
           col("day", "NAIVE_DATE"), col("utc", "UTC_DATETIME"), col("_fivetran_deleted", "BOOLEAN"),
@@ -99,40 +99,22 @@ def store(request) -> StoreUnderTest:
     return StoreUnderTest(request.param, request)
 
 
-def on(req):
-    req.configuration.update(ON)
-    return req
-
-
-def write(srv, schema, tproto, tmp_path, replace=(), delete=()):
-    req = write_request(schema, tproto, replace=[batch_file(tmp_path, tproto, list(replace))] if replace else [],
-                        delete=[batch_file(tmp_path, tproto, list(delete), kind="delete",
-                                           columns=["id", "_fivetran_synced"])] if delete else [])
-    assert srv.stub.WriteBatch(on(req), timeout=600).success
-
-
-def in_step(path: str) -> int:
-    version = assert_same_table(path)
-    assert version == delta_version(path)
-    return version
-
-
 def test_a_table_mirrored_through_a_server_reads_the_same_as_iceberg_on_each_store(store, dedicated_server, tmp_path):
     warehouse = store.url(f"ice-{uuid.uuid4().hex[:8]}/wh")
     srv = dedicated_server(warehouse, tmp_path / "server.log", store.extra, engine=store.engine, env=store.server.env())
     path = f"{warehouse}/s/orders"
     register_iceberg_io(path, store.reader_io)
     assert srv.stub.CreateTable(on(pb.CreateTableRequest(schema_name="s", table=T))).success
-    in_step(path)                                                       # empty, with its schema
-    write(srv, "s", T, tmp_path, replace=[row(i) for i in range(1, 31)])
-    in_step(path)
-    write(srv, "s", T, tmp_path, replace=[row(i, name=f"new {i}") for i in range(25, 41)],
-          delete=[{"id": i, "_fivetran_synced": SYNCED} for i in range(1, 6)])
-    in_step(path)                                                       # upserts and hard deletes
+    assert_in_step(path)                                                # empty, with its schema
+    write(srv.stub, "s", T, tmp_path, replace=[row(i) for i in range(1, 31)], timeout=600)
+    assert_in_step(path)
+    write(srv.stub, "s", T, tmp_path, replace=[row(i, name=f"new {i}") for i in range(25, 41)],
+          delete=[{"id": i, "_fivetran_synced": SYNCED} for i in range(1, 6)], timeout=600)
+    assert_in_step(path)                                                       # upserts and hard deletes
     added = table("orders", *T.columns, col("note", "STRING"))
     assert srv.stub.AlterTable(on(pb.AlterTableRequest(schema_name="s", table=added))).success
-    write(srv, "s", added, tmp_path, replace=[row(i, note=f"note {i}") for i in range(100, 104)])
-    assert in_step(path) == delta_version(path)
+    write(srv.stub, "s", added, tmp_path, replace=[row(i, note=f"note {i}") for i in range(100, 104)], timeout=600)
+    assert assert_in_step(path) == delta_version(path)
     assert assert_every_snapshot_matches(path) == list(range(delta_version(path) + 1))   # one per Delta version
 
     ice = iceberg_table(path)
@@ -145,8 +127,8 @@ def test_a_table_mirrored_through_a_server_reads_the_same_as_iceberg_on_each_sto
 
     # Housekeeping on the store: old metadata files and expired snapshots' files deleted there.
     for i in range(METADATA_VERSIONS_KEPT + 2):
-        write(srv, "s", added, tmp_path, replace=[row(200 + i, note="more")])
-    in_step(path)
+        write(srv.stub, "s", added, tmp_path, replace=[row(200 + i, note="more")], timeout=600)
+    assert_in_step(path)
     versions = folder.versions()
     assert len(versions) == METADATA_VERSIONS_KEPT + 1 and versions[-1] == int(
         folder.storage.read_bytes(f"{folder.location}/version-hint.text").decode()), versions
