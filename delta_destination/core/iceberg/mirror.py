@@ -261,11 +261,12 @@ class IcebergMirror:
         summary = {DELTA_VERSION: str(step.version)}
         if step.timestamp_ms is not None:
             summary[DELTA_TIMESTAMP] = str(step.timestamp_ms)
+        count_rows = row_counter(table.io)
         with snapshot_producer(tx, table.io, summary, bool(step.removes), commit_uuid) as p:
             for path in step.removes:
                 p.delete_data_file(removed_file(location, path))
             for add in step.adds:
-                p.append_data_file(data_file(location, add, schema, row_counter(table.io)))
+                p.append_data_file(data_file(location, add, schema, count_rows))
 
 
 __all__ = ["IcebergMirror", "MirrorResult", "DELTA_VERSION", "STALE_PROPERTY", "file_location", "load"]
