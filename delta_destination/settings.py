@@ -36,6 +36,9 @@ from .warehouse import normalise_root
 ENGINES = ("auto", "sail", "spark")
 ICEBERG_OFF, ICEBERG_METADATA = "off", "metadata"
 ICEBERG_MODES = (ICEBERG_OFF, ICEBERG_METADATA)
+# URI schemes of iceberg_catalog_uri (core/iceberg/catalogs.py CATALOG_KINDS has one row for each).
+ICEBERG_CATALOG_SCHEMES = ("sqlite", "postgresql", "mysql", "thrift")
+DEFAULT_ICEBERG_CATALOG_NAME = "delta_destination"
 AUTO = "auto"
 # How AlterTable and Migrate change a table's columns (docs/column-changes.md): in the Delta log
 # alone where an engine can, upgrading the table's protocol when that needs it, or by rewriting
@@ -54,6 +57,18 @@ DELTA_RETENTION_HOURS = 7 * 24   # Delta's delta.deletedFileRetentionDuration: V
 DEFAULT_ENGINE_MAX_MEMORY_MB = {"fivetran": 1024, "airbyte": 1024, "conduit": 1024}
 # How far past its warm size an engine may grow before it is replaced (0: the fixed bound above alone).
 DEFAULT_ENGINE_MEMORY_HEADROOM_MB = {"fivetran": 0, "airbyte": 0, "conduit": 256}
+
+
+def same_metastore(a: str, b: str) -> bool:
+    """Do two thrift:// URIs name the same metastore (host case and a default port aside)?
+    >>> same_metastore("thrift://HMS:9083", "thrift://hms:9083/"), same_metastore("thrift://a:9083", "thrift://b:9083")
+    (True, False)
+    """
+    from urllib.parse import urlsplit
+    def spot(uri: str) -> tuple:
+        u = urlsplit(uri)
+        return (u.hostname or "").lower(), u.port or 9083
+    return spot(a) == spot(b)
 
 
 def parse_budget(text: str) -> Optional[float]:
@@ -117,6 +132,15 @@ FIELDS: tuple[Field, ...] = (
           "in its own metadata/ folder (one snapshot per Delta version over the same Parquet files; readers open "
           "<table>/metadata/version-hint.text; docs/iceberg.md); such tables never get deletion vectors. off: Delta "
           "only.", kind=CHOICE, default=ICEBERG_OFF, choices=ICEBERG_MODES),
+    Field("iceberg_catalog_uri", "Iceberg catalog URI", "With iceberg metadata: also keep an entry <schema>.<table> "
+          "naming each table's newest Iceberg metadata file in this catalog. A SQLAlchemy URL (sqlite:////path/c.db, "
+          "postgresql://...) is an Iceberg JDBC/SQL catalog (Iceberg's JdbcCatalog and pyiceberg's SqlCatalog read "
+          "it); thrift://host:9083 is a Hive Metastore (Iceberg's HiveCatalog), not the one of catalog_uri. Empty: "
+          "readers open the table's metadata folder (docs/iceberg.md).", placeholder="sqlite:////data/iceberg.db",
+          secret=True),
+    Field("iceberg_catalog_name", "Iceberg catalog name", "The catalog name of the SQL catalog's entries (what "
+          "readers name the catalog: Iceberg's JdbcCatalog and pyiceberg only see entries of their own name).",
+          default=DEFAULT_ICEBERG_CATALOG_NAME),
     # Process settings: how a long-running server looks after its tables (core/upkeep.py).
     Field("upkeep_interval_hours", "Upkeep interval (hours)", "Compact, purge deletion vectors and vacuum idle tables "
           "this often (0 = off; Fivetran's own lake destinations: 168).", kind=NUMBER, default="0", scope=PROCESS,
@@ -233,6 +257,8 @@ class Settings:
     catalog_uri: Optional[str] = None
     column_changes: str = default_of("column_changes")   # in_place or rewrite (core/tables.py)
     iceberg: str = default_of("iceberg")   # off or metadata (core/iceberg/)
+    iceberg_catalog_uri: Optional[str] = None   # where entries name each table's Iceberg metadata (core/iceberg/catalogs.py)
+    iceberg_catalog_name: str = default_of("iceberg_catalog_name")
 
     def __post_init__(self):
         if self.engine not in ENGINES:
@@ -250,6 +276,19 @@ class Settings:
                                  "Spark Connect server whose catalog is this metastore); Sail cannot register them")
         if self.iceberg not in ICEBERG_MODES:
             raise InvalidRequest(f"iceberg must be one of {', '.join(ICEBERG_MODES)}")
+        if self.iceberg_catalog_uri:
+            scheme = self.iceberg_catalog_uri.split(":", 1)[0].split("+", 1)[0].lower()
+            if scheme not in ICEBERG_CATALOG_SCHEMES or "://" not in self.iceberg_catalog_uri:
+                raise InvalidRequest("iceberg_catalog_uri must be a SQLAlchemy URL (sqlite:////path/catalog.db, "
+                                     "postgresql://host/db, mysql://host/db) or a Hive Metastore URI "
+                                     "(thrift://host:9083)")
+            if self.iceberg == ICEBERG_OFF:
+                raise InvalidRequest("iceberg_catalog_uri needs iceberg set to metadata: the catalog's entries name "
+                                     "the Iceberg metadata the destination writes")
+            if self.catalog_uri and scheme == "thrift" and same_metastore(self.catalog_uri, self.iceberg_catalog_uri):
+                raise InvalidRequest("iceberg_catalog_uri and catalog_uri name the same Hive Metastore, where one "
+                                     "name holds one table: the Delta entry (catalog_uri) or the Iceberg one; use "
+                                     "another metastore or a SQL catalog for the Iceberg entries")
         for store in STORES:
             store.check(self.storage)
         if self.iceberg != ICEBERG_OFF:
