@@ -47,6 +47,7 @@ FULL_TIER_FIXTURES = {
     "azure_server": "a real Azure Storage (Blob) server (Azurite)",
     "gcs_server": "a Google Cloud Storage API server (fake-gcs-server)",
     "cluster": "a local Spark cluster with a Hive metastore",
+    "hive_metastore": "a Hive standalone metastore JVM",
     "auto_engines": "the local Apache Spark JVM engine auto starts on demand in the test process",
 }
 # A parameter of these names with the value "spark" means the test runs on the Spark engine.
@@ -104,7 +105,7 @@ def on_spark_and_s3(item) -> bool:
 # modules run costliest first, so that the last minutes are not one long module on one worker
 # while the other idles (xdist's loadfile hands out whole modules in collection order).
 COST_OF = {"cluster": 60, "auto_engines": 30, "dedicated_server": 10, "door_process": 10, "s3_server": 5, "azure_server": 5, "gcs_server": 5,
-           "shared_spark": 5, "airflow_venv": 2}
+           "hive_metastore": 5, "shared_spark": 5, "airflow_venv": 2}
 
 
 def estimated_cost(item) -> float:
@@ -175,6 +176,19 @@ def cluster(tmp_path_factory):
     # The figures the note asks for, in the test log (pytest -s or the junit output show them).
     print("\ncluster figures: " + json.dumps(figures), flush=True)
     c.stop()
+
+
+@pytest.fixture(scope="session")
+def hive_metastore(tmp_path_factory):
+    """A Hive standalone metastore 4.0.1 alone, without Spark (tools/local_cluster/metastore.py), for the
+    session: what talks Thrift to a metastore itself (the Iceberg Hive catalog). `.uri` is thrift://..."""
+    from tools.local_cluster.metastore import LocalMetastore
+
+    base = tmp_path_factory.mktemp("hive-metastore")
+    (base / "warehouse").mkdir()
+    ms = LocalMetastore(base / "state", (base / "warehouse").as_uri()).start()
+    yield ms
+    ms.stop()
 
 
 @pytest.fixture(scope="session")

@@ -20,9 +20,9 @@ from typing import Callable, Optional
 from delta_destination.engines import launcher
 from delta_destination.engines.spark_process import CONNECT_SERVER_CLASS, accepts_connections, spark_home
 
-from .config import (APP_NAME, BUCKET, DEFAULT_STATE_DIR, HIVE_CLIENT_JARS, MASTER_CLASS, METASTORE_CLASS,
-                     METASTORE_JARS, METASTORE_LOG4J, ROOT, SPARK_JARS, SUPERVISOR_LOG, WAREHOUSE_PREFIX, WORKER_CLASS,
-                     ClusterError, ClusterOptions, connect_conf, jars_in, java_binary, metastore_site, s3a_jars,
+from .config import (APP_NAME, BUCKET, DEFAULT_STATE_DIR, HIVE_CLIENT_JARS, MASTER_CLASS, METASTORE_JARS,
+                     METASTORE_LOG4J, ROOT, SPARK_JARS, SUPERVISOR_LOG, WAREHOUSE_PREFIX, WORKER_CLASS, ClusterError,
+                     ClusterOptions, connect_conf, jars_in, metastore_command, metastore_site, s3a_jars,
                      s3a_settings, to_s3a, write_private)
 from .processes import processes_mentioning, stop_group, tree_rss
 
@@ -282,15 +282,13 @@ class LocalCluster:
 
     def _spawn_metastore(self) -> None:
         ms = self.state_dir / "metastore"
-        jars = jars_in(METASTORE_JARS, "Hive metastore", "cluster-jars")
+        jars_in(METASTORE_JARS, "Hive metastore", "cluster-jars")  # missing: a clear error
         extra = s3a_jars() if self.s3 is not None else []
         warehouse = to_s3a(self.warehouse)
         (ms / "conf" / "metastore-site.xml").write_text(
             metastore_site(self.ports["metastore"], ms / "db", warehouse, self._s3_hadoop()))
         (ms / "conf" / "metastore-log4j2.properties").write_text(METASTORE_LOG4J)
-        classpath = ":".join([str(ms / "conf"), f"{METASTORE_JARS}/*", *map(str, extra)])
-        cmd = [java_binary(), f"-Xmx{self.options.metastore_memory}", "-XX:+UseSerialGC",
-               f"-Djava.io.tmpdir={ms}", f"-Dderby.system.home={ms}", "-cp", classpath, METASTORE_CLASS]
+        cmd = metastore_command(ms, self.options.metastore_memory, extra)
         # A CLASSPATH variable of the caller would go first; the metastore's own jars must win.
         env = self._child_env()
         env.pop("CLASSPATH", None)

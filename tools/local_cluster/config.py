@@ -128,6 +128,15 @@ def metastore_site(port: int, db_dir: Path, warehouse: str, s3: Optional[dict[st
     return f"<?xml version=\"1.0\"?>\n<configuration>\n{body}\n</configuration>\n"
 
 
+def metastore_command(ms_dir: Path, memory: str, extra_jars: list[Path]) -> list[str]:
+    """The metastore's JVM command (pure): its conf directory (`ms_dir/conf`, metastore-site.xml and
+    the log4j2 file) first on the class path, then its jars; Derby and the temporary files under
+    `ms_dir`. `extra_jars`: S3A's when the warehouse is on S3."""
+    classpath = ":".join([str(ms_dir / "conf"), f"{METASTORE_JARS}/*", *map(str, extra_jars)])
+    return [java_binary(), f"-Xmx{memory}", "-XX:+UseSerialGC", f"-Djava.io.tmpdir={ms_dir}",
+            f"-Dderby.system.home={ms_dir}", "-cp", classpath, METASTORE_CLASS]
+
+
 METASTORE_LOG4J = """\
 status = WARN
 name = metastore
