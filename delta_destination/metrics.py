@@ -65,6 +65,11 @@ ICEBERG_MIRRORS = Counter("delta_destination_iceberg_mirrors", "Iceberg mirror r
                           "by outcome: mirrored, current (nothing new), stale (deletion vectors: the Iceberg side keeps "
                           "an older version), unmirrorable (a feature Iceberg metadata cannot say), failed.",
                           ("outcome",), registry=REGISTRY)
+ICEBERG_CATALOG_ENTRIES = Counter("delta_destination_iceberg_catalog_entries", "Iceberg catalog entries brought to "
+                                  "a table's newest Iceberg metadata after its mirror (setting iceberg_catalog_uri), by "
+                                  "outcome: registered, moved, current, ahead (another writer published a newer one), "
+                                  "foreign (the name is another table's: left alone), failed.",
+                                  ("outcome",), registry=REGISTRY)
 
 # Sources of the engine gauges, read at scrape time: engine -> () -> (processes, resident bytes).
 _engine_sources: dict[str, Callable[[], tuple[int, int]]] = {}
@@ -83,6 +88,10 @@ def rows_committed(door: str, inserted: int, updated: int, deleted: int) -> None
 
 def iceberg_mirrored(outcome: str) -> None:
     ICEBERG_MIRRORS.labels(outcome).inc()
+
+
+def iceberg_catalog_entry(outcome: str) -> None:
+    ICEBERG_CATALOG_ENTRIES.labels(outcome).inc()
 
 
 def engine_chosen(engine: str, reason: str) -> None:

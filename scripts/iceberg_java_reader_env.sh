@@ -8,7 +8,8 @@
 #                           (the project's .venv has pyspark 4.2, which must never load it); pyarrow (the
 #                           project's pin) for DataFrame.toArrow, so the reads come back as Arrow IPC files
 #   jars/                   org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.10.0 from Maven Central (one
-#                           shaded jar; mvn dependency:copy, no pom needed)
+#                           shaded jar; mvn dependency:copy, no pom needed), and org.xerial:sqlite-jdbc for
+#                           Iceberg's JdbcCatalog over the SQL catalog (setting iceberg_catalog_uri=sqlite:...)
 #
 # The reader program is testkit/iceberg_java_read.py, run as a subprocess with venv/bin/python.
 set -euo pipefail
@@ -18,7 +19,8 @@ DIR=${ICEBERG_READER_DIR:-.iceberg-reader}
 PYSPARK=4.0.5
 PYARROW=26.0.1
 RUNTIME=org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.10.0
-SPEC="pyspark==$PYSPARK pyarrow==$PYARROW $RUNTIME"
+SQLITE_JDBC=org.xerial:sqlite-jdbc:3.51.1.0
+SPEC="pyspark==$PYSPARK pyarrow==$PYARROW $RUNTIME $SQLITE_JDBC"
 if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$SPEC" ]; then
   exit 0
 fi
@@ -29,5 +31,7 @@ rm -rf "$DIR"
 "$DIR/venv/bin/pip" install -q "pyspark==$PYSPARK" "pyarrow==$PYARROW"
 mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy -Dartifact="$RUNTIME" \
   -DoutputDirectory="$DIR/jars"
-ls "$DIR"/jars/iceberg-spark-runtime-*.jar >/dev/null
+mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy -Dartifact="$SQLITE_JDBC" \
+  -DoutputDirectory="$DIR/jars"
+ls "$DIR"/jars/iceberg-spark-runtime-*.jar "$DIR"/jars/sqlite-jdbc-*.jar >/dev/null
 echo "$SPEC" > "$DIR/.stamp"

@@ -226,11 +226,12 @@ class TableRegistry:
             with self.locked(ref):
                 self._mirror(settings, ref)
 
-    @staticmethod
-    def _mirror(settings: Settings, ref: TableRef) -> None:
-        """The table's Iceberg metadata caught up with its Delta log (setting `iceberg`; core/iceberg/);
-        never raises: a failed mirror is logged and caught up by the next commit."""
-        mirror_after_commit(settings, ref.warehouse, ref.display, ref.location)
+    def _mirror(self, settings: Settings, ref: TableRef) -> None:
+        """The table's Iceberg metadata caught up with its Delta log (setting `iceberg`; core/iceberg/),
+        and its Iceberg catalog entry with that (none for a door's working table); never raises: a
+        failed mirror is logged and caught up by the next commit."""
+        entry = None if self.events.working_table(ref.schema, ref.table) else (ref.schema, ref.table)
+        mirror_after_commit(settings, ref.warehouse, ref.display, ref.location, entry)
 
     def read_ahead(self, settings: Settings, ref: TableRef, read: Callable[[TableSchema], object]) -> Optional[ReadAhead]:
         """A request's input (its batch files: decrypting, decompressing and parsing them is most

@@ -250,3 +250,37 @@ def test_widenings_on_spark_stay_readable_by_icebergs_vectorized_reader(java_rea
         (read,) = answer["reads"]
         assert "error" not in read, (answer["path"], read)
         assert rows(read) == want[answer["path"].rsplit("/", 1)[1]], answer["path"]
+
+
+def test_java_jdbc_catalog_loads_the_tables_by_name(auto_server, tmp_path):
+    """With iceberg_catalog_uri a SQLite URL, Iceberg's own JdbcCatalog (over the same database, with
+    Xerial's SQLite driver) loads each table by `<schema>.<table>` at the newest metadata file, every
+    snapshot of it reads as Delta at its version, and a renamed table is found by its new name only."""
+    if not (ROOT / READER_DIR / ".stamp").is_file():
+        pytest.fail("the Iceberg Java reader environment is missing: run `make iceberg-reader` (make test-clients does)")
+    s, db, stub = "java_catalog", tmp_path / "catalog.db", auto_server.stub
+    cfg = {"iceberg_catalog_uri": f"sqlite:///{db}", "iceberg_catalog_name": "lake"}
+    small = table("orders", col("id", "LONG", pk=True), col("name", "STRING"), col("amount", "DECIMAL", precision=10,
+                                                                                   scale=2),
+                  col("utc", "UTC_DATETIME"), col("_fivetran_synced", "UTC_DATETIME"))
+    cut = lambda r: {k: v for k, v in r.items() if k in {c.name for c in small.columns}}
+    for name in ("orders", "events"):
+        assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=table(name, *small.columns)),
+                                   cfg)).success
+    write(stub, s, small, tmp_path, replace=[cut(row(i)) for i in range(1, 21)], config=cfg)
+    write(stub, s, small, tmp_path, replace=[cut(row(i, name=f"new {i}")) for i in range(15, 31)],
+          delete=[{"id": 2}], config=cfg)
+    migrate(stub, s, "events", config=cfg, rename=pb.RenameOperation(
+        rename_table=pb.RenameTable(from_table="events", to_table="events_v2")))
+    catalogs = {"lake": {"type": "jdbc", "uri": f"jdbc:sqlite:{db}"}}
+    answers = read_with_java([{"catalog": "lake", "identifier": [s, "orders"], "all_snapshots": True},
+                              {"catalog": "lake", "identifier": [s, "events_v2"]}], tmp_path / "java", ROOT,
+                             catalogs=catalogs)
+    for answer, name in zip(answers, ("orders", "events_v2")):
+        folder = f"{auto_server.warehouse}/{s}/{name}"
+        assert answer["metadata_location"] == str(iceberg_table(folder).metadata_location), answer["metadata_location"]
+        versions = java_reads_equal_delta({**answer, "path": folder}, ("id",))
+        assert versions[0] == delta_version(folder)
+    with pytest.raises(RuntimeError, match="TABLE_OR_VIEW_NOT_FOUND"):
+        read_with_java([{"catalog": "lake", "identifier": [s, "events"]}], tmp_path / "java-old", ROOT,
+                       catalogs=catalogs)

@@ -58,6 +58,7 @@ class MirrorResult:
     delta_version: Optional[int]  # the Delta version the Iceberg side now mirrors
     snapshots: int = 0
     seconds: float = 0.0
+    metadata_location: Optional[str] = None   # the newest Iceberg metadata file (what a catalog entry names)
 
 
 def mirrored_version(table: Optional[Table]) -> Optional[int]:
@@ -122,7 +123,7 @@ class IcebergMirror:
                      "starting it over from the Delta table's current version")
             table, mirrored = fresh(warehouse, location, table), None
         if mirrored == current:
-            return MirrorResult("current", current)
+            return MirrorResult("current", current, metadata_location=table.metadata_location)
         plan = self._plan(warehouse, location, table, mirrored, current)
         target = table if table is not None else fresh(warehouse, location, None)
         try:
@@ -130,17 +131,18 @@ class IcebergMirror:
         except UnmirrorableTable as e:
             log.warning(f"{display}: not mirrored as Iceberg: the table holds {e}, which this mirror cannot express; "
                         "its Iceberg metadata stays at the last version it mirrored")
-            return MirrorResult("unmirrorable", mirrored, 0, time.monotonic() - start)
+            return MirrorResult("unmirrorable", mirrored, 0, time.monotonic() - start,
+                                target.metadata_location if mirrored is not None else None)
         took = time.monotonic() - start
         now = plan.steps[-1].version if plan.steps else mirrored
         if plan.stale:
             log.warning(f"{display}: Iceberg metadata stale from Delta version {plan.stale_from}: its live files "
                         "carry deletion vectors, which Iceberg readers of this metadata cannot apply; the Iceberg "
                         f"table shows Delta version {now} until they are purged (upkeep)")
-            return MirrorResult("stale", now, done, took)
+            return MirrorResult("stale", now, done, took, target.metadata_location)
         log.info(f"{display}: mirrored Delta versions up to {now} as {done} Iceberg snapshot(s) in {took:.2f}s"
                  + (" (from the current files)" if plan.jump else ""))
-        return MirrorResult("mirrored", now, done, took)
+        return MirrorResult("mirrored", now, done, took, target.metadata_location)
 
     @staticmethod
     def _plan(warehouse: Warehouse, location: str, table: Optional[Table], mirrored: Optional[int],

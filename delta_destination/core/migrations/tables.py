@@ -51,9 +51,9 @@ class TableMigrations(MigrationFamily):
         with self.registry.session(settings) as eng, self.registry.locked(ref):
             if not self.registry.exists(eng, ref):
                 self.forget(eng, ref)
-                self.registry.catalogs.drop(settings, d.schema, d.table)
+                self.registry.catalogs.drop(settings, d.schema, d.table, ref.location)
                 return SUCCESS, "drop_table: the table does not exist (nothing to drop)"
-            self._drop(eng, ref, hide=lambda: self.registry.catalogs.drop(settings, d.schema, d.table))
+            self._drop(eng, ref, hide=lambda: self.registry.catalogs.drop(settings, d.schema, d.table, ref.location))
         return SUCCESS, "drop_table: dropped"
 
     def _drop(self, eng: EngineSession, ref: TableRef, hide: Callable[[], None]) -> None:
@@ -100,12 +100,12 @@ class TableMigrations(MigrationFamily):
                 if self._is_own_copy(dst, marker, source_exists=True):
                     # a crash between the copy and the drop: finish it
                     self._drop(eng, src, hide=lambda: self.registry.catalogs.rename(
-                        settings, d.schema, src.table, dst.table, dst.location))
+                        settings, d.schema, src.table, dst.table, dst.location, src.location))
                     return SUCCESS, f"rename_table: {src.display} renamed to {dst.table} (replay finished the drop)"
                 raise TableAlreadyExists(f"rename_table: table {dst.display} already exists; {src.display} was not renamed")
             if dst_exists:
                 self.forget(eng, src)
-                self.registry.catalogs.rename(settings, d.schema, src.table, dst.table, dst.location)
+                self.registry.catalogs.rename(settings, d.schema, src.table, dst.table, dst.location, src.location)
                 return SUCCESS, f"rename_table: {src.display} is already renamed to {dst.table} (replay)"
             if not src_exists:
                 raise TableNotFound(f"rename_table: table {src.display} does not exist")
@@ -117,7 +117,7 @@ class TableMigrations(MigrationFamily):
                 self.fs("rename_table", lambda: src.warehouse.storage.rename_dir(src.location, dst.location))
                 self.forget(eng, src)
                 self.forget(eng, dst)
-                self.registry.catalogs.rename(settings, d.schema, src.table, dst.table, dst.location)
+                self.registry.catalogs.rename(settings, d.schema, src.table, dst.table, dst.location, src.location)
                 how = f"renamed to {dst.table}"
             else:
                 source = self.registry.require(eng, src)
@@ -125,7 +125,7 @@ class TableMigrations(MigrationFamily):
                 self._create_from(eng, dst, TableSchema(dst.table, source.columns),
                                   lambda view: select_sql(eng.table_name(src.location), ["*"]), None, marker)
                 self._drop(eng, src, hide=lambda: self.registry.catalogs.rename(
-                    settings, d.schema, src.table, dst.table, dst.location))
+                    settings, d.schema, src.table, dst.table, dst.location, src.location))
                 how = f"copied to {dst.table} in one commit, then {src.table} dropped"
         return SUCCESS, f"rename_table: {how}"
 
