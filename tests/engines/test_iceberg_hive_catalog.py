@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import socket
 import threading
 from contextlib import contextmanager
 from urllib.parse import urlsplit
@@ -36,7 +37,7 @@ from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from testkit.delta_read import read_delta_table
 from testkit.fivetran_requests import col, table
 from testkit.iceberg_read import as_iceberg_types, iceberg_table, key_of, logical_type
-from testkit.iceberg_requests import on, write
+from testkit.iceberg_requests import migrate, on, write
 
 UTC = dt.timezone.utc
 
@@ -145,21 +146,22 @@ def test_a_table_of_that_name_that_is_not_iceberg_is_left_alone(hive_metastore, 
     with hms(hive_metastore.uri) as client:
         client.create_table(theirs)
     folder = tmp_path / "ours_too"
+    assert cat.entry("other_s", "delta_t") is None                  # no Iceberg entry of that name
     with pytest.raises(NotAnIcebergEntry):
-        cat.entry("other_s", "delta_t")
-    with pytest.raises(catalogs.ForeignEntry):
+        cat.create_entry("other_s", "delta_t", metadata(folder, 1))
+    with pytest.raises(catalogs.ForeignEntry):                       # publishing leaves the name alone
         catalogs.publish(cat, "other_s", "delta_t", str(folder), metadata(folder, 1), os.path.exists)
-    with pytest.raises(NotAnIcebergEntry):
-        cat.move_entry("other_s", "delta_t", metadata(folder, 1), metadata(folder, 2))
-    with pytest.raises(NotAnIcebergEntry):
-        cat.drop_entry("other_s", "delta_t", metadata(folder, 1))
-    assert cat.create_entry("other_s", "delta_t", metadata(folder, 1)) is False
+    assert catalogs.forget(cat, "other_s", "delta_t", str(folder)) is False   # dropping ours: nothing there
+    assert cat.move_entry("other_s", "delta_t", metadata(folder, 1), metadata(folder, 2)) is False
+    cat.drop_entry("other_s", "delta_t", metadata(folder, 1))
     got = hive_table(hive_metastore.uri, "other_s", "delta_t")
-    assert got.parameters == {**got.parameters, "spark.sql.sources.provider": "delta"}
+    assert got.parameters["spark.sql.sources.provider"] == "delta"
     assert "table_type" not in got.parameters and "metadata_location" not in got.parameters
+    assert [c.name for c in got.sd.cols] == ["col"]
 
 
 SMALL = table("items", col("id", "LONG", pk=True), col("name", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
+SMALL2 = table("items2", col("id", "LONG", pk=True), col("name", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
 
 
 def rows(ids, name: str) -> list[dict]:
@@ -207,3 +209,64 @@ def test_publish_and_forget_a_mirrored_table_read_through_the_catalog(hive_metas
     with pytest.raises(NoSuchTableError):
         Hive4Catalog("hms", uri=hive_metastore.uri).load_table((db, "items"))
     assert sorted(r["id"] for r in read_delta_table(path).to_pylist()) == list(range(1, 31))   # the table stays
+
+
+# ---- the destination server with iceberg_catalog_uri a thrift:// URI (core/iceberg/entries.py) ------------
+
+def test_the_servers_entries_follow_commits_a_rename_and_a_drop(hive_metastore, stub, server, unique_schema, tmp_path):
+    s, db = unique_schema, unique_schema.lower()
+    cfg = {"iceberg_catalog_uri": hive_metastore.uri}
+    assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=SMALL), cfg)).success
+    path = f"{server.warehouse}/{s}/items"
+    assert hive_table(hive_metastore.uri, db, "items").parameters["metadata_location"] == \
+        iceberg_table(path).metadata_location                           # registered with the empty table
+    write(stub, s, SMALL, tmp_path, replace=rows(range(1, 21), "a"), config=cfg)
+    first = iceberg_table(path).metadata_location
+    assert_catalog_read_equals_delta(hive_metastore.uri, db, "items", path)
+    write(stub, s, SMALL, tmp_path, replace=rows(range(15, 31), "b"), delete=[{"id": 1}], config=cfg)
+    assert hive_table(hive_metastore.uri, db, "items").parameters["previous_metadata_location"] == first
+    assert_catalog_read_equals_delta(hive_metastore.uri, db, "items", path)
+
+    migrate(stub, s, "items", config=cfg, rename=pb.RenameOperation(
+        rename_table=pb.RenameTable(from_table="items", to_table="items_v2")))
+    assert hive_table(hive_metastore.uri, db, "items") is None
+    assert_catalog_read_equals_delta(hive_metastore.uri, db, "items_v2", f"{server.warehouse}/{s}/items_v2")
+    migrate(stub, s, "items_v2", config=cfg, drop=pb.DropOperation(drop_table=True))
+    assert hive_table(hive_metastore.uri, db, "items_v2") is None
+
+
+def test_the_server_leaves_a_hive_table_of_that_name_alone_and_survives_a_metastore_down(
+        hive_metastore, stub, server, unique_schema, tmp_path):
+    s, db = unique_schema, unique_schema.lower()
+    cfg = {"iceberg_catalog_uri": hive_metastore.uri}
+    mine = HiveIcebergCatalog(hive_metastore.uri)
+    assert mine.create_entry(s, "placeholder", metadata(tmp_path / "p", 1))   # the database
+    with hms(hive_metastore.uri) as client:
+        client.create_table(HiveTable(
+            dbName=db, tableName="items", owner="someone", tableType="EXTERNAL_TABLE",
+            parameters={"EXTERNAL": "TRUE"},
+            sd=StorageDescriptor(cols=[FieldSchema("id", "bigint", None)], location=str(tmp_path / "theirs"),
+                                 inputFormat="org.apache.hadoop.mapred.TextInputFormat",
+                                 outputFormat="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+                                 serdeInfo=SerDeInfo(serializationLib="org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"))))
+    assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=SMALL), cfg)).success
+    write(stub, s, SMALL, tmp_path, replace=rows(range(1, 4), "a"), config=cfg)
+    assert "the Iceberg catalog's entry of this name names another table's metadata" in server.log_text()
+    migrate(stub, s, "items", config=cfg, drop=pb.DropOperation(drop_table=True))   # nothing of ours to drop there
+    theirs = hive_table(hive_metastore.uri, db, "items")
+    assert theirs.owner == "someone" and "metadata_location" not in theirs.parameters
+
+    with socket.socket() as sock:                                          # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        down = {"iceberg_catalog_uri": f"thrift://127.0.0.1:{sock.getsockname()[1]}"}
+    assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=SMALL2), down)).success
+    write(stub, s, SMALL2, tmp_path, replace=rows(range(1, 6), "secret-value"), config=down)
+    path = f"{server.warehouse}/{s}/items2"
+    assert read_delta_table(path).num_rows == 5
+    log = server.log_text()
+    assert f"{s}.items2: Iceberg catalog entry not moved to the newest metadata (HiveCatalogUnavailable)" in log, \
+        log[-2000:]
+    assert "secret-value" not in log
+    write(stub, s, SMALL2, tmp_path, replace=rows(range(6, 8), "c"), config=cfg)   # the metastore back: registered
+    assert_catalog_read_equals_delta(hive_metastore.uri, db, "items2", path)
+

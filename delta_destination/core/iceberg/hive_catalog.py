@@ -25,10 +25,12 @@ spelling (s3a:// for s3://), because the metastore, a Hadoop process, checks tha
 when missing); `metadata_location` is the mirror's own URL, unchanged.
 
 Decided: a Hive table of that name that is not an Iceberg table (no `table_type=ICEBERG`: a Delta or
-Hive table of someone else) is never altered nor dropped: `entry` raises NotAnIcebergEntry, a
-ForeignEntry, so publishing leaves it as it is with the warning of any foreign entry. The metastore
-has no conditional drop (a drop ignores the expected-value context, measured): `drop_entry` reads
-the entry and drops it only when it still names `expected`, one round trip apart.
+Hive table of someone else) is no entry of ours and is never altered nor dropped: `entry` answers
+None for it (so dropping our table has nothing to drop there and never fails on it), and
+`create_entry` raises NotAnIcebergEntry, a ForeignEntry, so publishing leaves the name as it is with
+the warning of any foreign entry. The metastore has no conditional drop (a drop ignores the
+expected-value context, measured): `drop_entry` reads the entry and drops it only when it still names
+`expected`, one round trip apart.
 """
 from __future__ import annotations
 
@@ -161,12 +163,9 @@ class HiveIcebergCatalog(IcebergCatalog):
             return None
 
     def _iceberg_table(self, client: Client, schema: str, table: str) -> Optional[HiveTable]:
-        db, name = hive_table_name("schema", schema), hive_table_name("table", table)
-        found = self._table(client, db, name)
-        if found is not None and not is_iceberg(found):
-            raise NotAnIcebergEntry(f"{self.name} holds {db}.{name} as a table that is not an Iceberg table: "
-                                    "left as it is")
-        return found
+        """The metastore's table of that name when it is an Iceberg table (None: none, or not Iceberg)."""
+        found = self._table(client, hive_table_name("schema", schema), hive_table_name("table", table))
+        return found if found is not None and is_iceberg(found) else None
 
     def check(self, schema: str, table: str) -> None:
         hive_table_name("schema", schema)
@@ -190,6 +189,10 @@ class HiveIcebergCatalog(IcebergCatalog):
             try:
                 client.create_table(iceberg_hive_table(db, name, metadata_location, getpass.getuser(), int(time.time())))
             except AlreadyExistsException:
+                there = self._table(client, db, name)
+                if there is not None and not is_iceberg(there):
+                    raise NotAnIcebergEntry(f"{self.name} holds {db}.{name} as a table that is not an Iceberg "
+                                            "table: left as it is") from None
                 return False
         return True
 
