@@ -21,6 +21,7 @@ from hive_metastore.ThriftHiveMetastore import Client
 from hive_metastore.ttypes import (
     FieldSchema,
     GetTableRequest,
+    MetaException,
     NoSuchObjectException,
     SerDeInfo,
     StorageDescriptor,
@@ -107,6 +108,16 @@ def test_entries_create_move_compare_and_set_and_drop(hive_metastore, tmp_path):
     assert (folder / "metadata" / "v1.metadata.json").read_text() == "{}"     # the entry only, never the files
     assert cat.move_entry("ent_s", "ent_t", metadata(folder, 2), metadata(folder, 3)) is False   # no entry
     cat.drop_entry("ent_s", "ent_t", metadata(folder, 2))                    # nothing to drop: no error
+
+
+def test_a_metastore_that_cannot_see_the_tables_store_refuses_the_entry_with_its_own_error(hive_metastore):
+    """The metastore checks the entry's folder through Hadoop's file systems; it knows no
+    scheme nosuchfs. Its MetaException arrives as itself (not as the TypeError an immutable Thrift
+    exception gives when something sets its traceback), and nothing is made."""
+    cat = HiveIcebergCatalog(hive_metastore.uri)
+    with pytest.raises(MetaException, match='No FileSystem for scheme "nosuchfs"'):
+        cat.create_entry("fs_s", "fs_t", "nosuchfs://bucket/wh/fs_s/fs_t/metadata/v1.metadata.json")
+    assert cat.entry("fs_s", "fs_t") is None
 
 
 def test_concurrent_moves_from_one_value_exactly_one_wins(hive_metastore, tmp_path):
@@ -270,3 +281,46 @@ def test_the_server_leaves_a_hive_table_of_that_name_alone_and_survives_a_metast
     write(stub, s, SMALL2, tmp_path, replace=rows(range(6, 8), "c"), config=cfg)   # the metastore back: registered
     assert_catalog_read_equals_delta(hive_metastore.uri, db, "items2", path)
 
+
+
+# ---- a table on S3: the metastore (a Hadoop process) sees the table's folder through S3A --------------
+
+@pytest.fixture(scope="module")
+def s3_metastore(s3_server, tmp_path_factory):
+    """A metastore of its own whose Hadoop side reaches the session's S3 server (S3A, keys in its
+    environment), as a metastore of Iceberg tables on S3 must."""
+    from tools.local_cluster.metastore import LocalMetastore
+
+    with LocalMetastore(tmp_path_factory.mktemp("s3-metastore"), s3_server.url("hive-iceberg-wh"), s3=s3_server) as ms:
+        yield ms
+
+
+def test_an_entry_of_a_table_on_s3_loads_by_name(s3_metastore, s3_server, tmp_path):
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    io = {"py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO", "s3.endpoint": s3_server.endpoint_url,
+          "s3.region": s3_server.region, "s3.access-key-id": s3_server.access_key_id,
+          "s3.secret-access-key": s3_server.secret_access_key}
+    location = s3_server.url("hive-iceberg/s3_s/orders")
+    # A real Iceberg table on S3, made by pyiceberg itself (its own catalog, only to write it)
+    maker = SqlCatalog("maker", uri=f"sqlite:///{tmp_path / 'maker.db'}", warehouse=s3_server.url("unused"), **io)
+    maker.create_namespace("s3_s")
+    made = maker.create_table(("s3_s", "orders"), schema=pa.schema([("id", pa.int64()), ("name", pa.string())]),
+                              location=location)
+    made.append(pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"]}))
+    metadata_location = maker.load_table(("s3_s", "orders")).metadata_location
+    assert metadata_location.startswith(location + "/metadata/")
+
+    cat = HiveIcebergCatalog(s3_metastore.uri)
+    exists = lambda path: made.io.new_input(path).exists()   # noqa: E731
+    assert catalogs.publish(cat, "S3_S", "Orders", location, metadata_location, exists) == catalogs.REGISTER
+    entry = hive_table(s3_metastore.uri, "s3_s", "orders")
+    assert entry.parameters["metadata_location"] == metadata_location             # the URL as written
+    assert entry.sd.location == "s3a://" + location[len("s3://"):]                # Hadoop's spelling
+    loaded = Hive4Catalog("hms", uri=s3_metastore.uri, **io).load_table(("s3_s", "orders"))
+    assert sorted(loaded.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == \
+        [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}, {"id": 3, "name": "c"}]
+    assert catalogs.forget(cat, "S3_S", "Orders", location) is True
+    assert hive_table(s3_metastore.uri, "s3_s", "orders") is None
+    assert any(k.endswith(".metadata.json") for k in s3_server.list_keys("hive-iceberg/s3_s/orders/metadata/"))

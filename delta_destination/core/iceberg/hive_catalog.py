@@ -36,8 +36,7 @@ from __future__ import annotations
 
 import getpass
 import time
-from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Optional
 from urllib.parse import urlsplit
 
 from hive_metastore.ThriftHiveMetastore import Client
@@ -136,24 +135,45 @@ def thrift_address(uri: str) -> tuple[str, int]:
     return u.hostname, u.port or DEFAULT_PORT
 
 
+class Connection:
+    """One Thrift connection to the metastore, for one entry primitive: `with Connection(...) as client`.
+
+    A class, not a @contextmanager generator: contextlib sets `__traceback__` on an exception that
+    leaves the block, and the metastore's exceptions (hive_metastore's MetaException, ...) are immutable
+    Thrift structs that answer it with TypeError "can't modify immutable instance" (measured: a
+    MetaException of create_table arrived as that TypeError). Here they leave the block as themselves;
+    a connection that fails (refused, unreachable, timed out, closed) is HiveCatalogUnavailable."""
+
+    def __init__(self, host: str, port: int, name: str):
+        self.host, self.port, self.name = host, port, name
+        sock = TSocket.TSocket(host, port)
+        sock.setTimeout(TIMEOUT_MS)
+        self.transport = TTransport.TBufferedTransport(sock)
+
+    def _unavailable(self, e: BaseException) -> HiveCatalogUnavailable:
+        return HiveCatalogUnavailable(f"{self.name} at {self.host}:{self.port} did not answer: {e}")
+
+    def __enter__(self) -> Client:
+        try:
+            self.transport.open()
+        except (TTransport.TTransportException, OSError) as e:
+            raise self._unavailable(e) from e
+        return Client(TBinaryProtocol.TBinaryProtocol(self.transport))
+
+    def __exit__(self, kind, e, tb) -> None:
+        self.transport.close()
+        if isinstance(e, (TTransport.TTransportException, OSError)):
+            raise self._unavailable(e) from e
+
+
 class HiveIcebergCatalog(IcebergCatalog):
     name = "the Iceberg Hive catalog"
 
     def __init__(self, uri: str):
         self.host, self.port = thrift_address(uri)
 
-    @contextmanager
-    def _client(self) -> Iterator[Client]:
-        sock = TSocket.TSocket(self.host, self.port)
-        sock.setTimeout(TIMEOUT_MS)
-        transport = TTransport.TBufferedTransport(sock)
-        try:
-            transport.open()
-            yield Client(TBinaryProtocol.TBinaryProtocol(transport))
-        except (TTransport.TTransportException, OSError) as e:   # refused, unreachable, timed out, closed
-            raise HiveCatalogUnavailable(f"{self.name} at {self.host}:{self.port} did not answer: {e}") from e
-        finally:
-            transport.close()
+    def _client(self) -> "Connection":
+        return Connection(self.host, self.port, self.name)
 
     @staticmethod
     def _table(client: Client, db: str, name: str) -> Optional[HiveTable]:
