@@ -28,7 +28,8 @@ a whole process group each: the workers' executors included) and checks that non
 The tests use `LocalCluster` directly in their own process.
 
 The parts: config.py (sizes, jars, the files and settings each process gets; pure), cluster.py
-(LocalCluster: start, readiness, stop, what clients need), processes.py (process groups, trees and
+(LocalCluster: start, readiness, stop, what clients need), metastore.py (LocalMetastore: the
+metastore alone, for tests that speak Thrift to it themselves), processes.py (process groups, trees and
 their memory), supervisor.py (`start`/`stop`/`status` through the state directory) and __main__.py
 (the command line).
 """
