@@ -49,7 +49,7 @@ def entry(db, schema: str, name: str):
                          "WHERE catalog_name=? AND table_namespace=? AND table_name=?", (NAME, schema, name)).fetchone()
 
 
-def test_the_entry_follows_every_commit_a_rename_and_a_drop(stub, server, unique_schema, tmp_path):
+def test_the_entry_follows_every_commit_a_copy_a_rename_and_a_drop(stub, server, unique_schema, tmp_path):
     s, db = unique_schema, tmp_path / "catalog.db"
     cfg = catalog_config(db)
     assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=SMALL), cfg)).success
@@ -62,6 +62,11 @@ def test_the_entry_follows_every_commit_a_rename_and_a_drop(stub, server, unique
     assert entry(db, s, "orders")[1] == first[0]                        # moved, the old one kept as previous
     assert assert_catalog_reads_delta(db, s, "orders", path) == delta_version(path)
     assert s in [ns[0] for ns in reader(db).list_namespaces()]
+
+    migrate(stub, s, "orders", config=cfg, copy=pb.CopyOperation(copy_table=pb.CopyTable(from_table="orders",
+                                                                                       to_table="orders_copy")))
+    assert_catalog_reads_delta(db, s, "orders_copy", f"{server.warehouse}/{s}/orders_copy")   # a copy has its own
+    assert entry(db, s, "orders")[0] == newest_metadata(path)
 
     migrate(stub, s, "orders", config=cfg, rename=pb.RenameOperation(
         rename_table=pb.RenameTable(from_table="orders", to_table="orders_v2")))
