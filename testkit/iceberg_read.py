@@ -82,3 +82,33 @@ def assert_every_snapshot_matches(path: str, keys=("id",)) -> list[int]:
     for snap in iceberg_table(path).snapshots():
         versions.append(assert_same_table(path, keys, snap.snapshot_id))
     return versions
+
+
+def newest_metadata(path: str) -> str:
+    """The newest `metadata/v<N>.metadata.json` of a table folder on local disk."""
+    import os
+    versions = [int(n[1:-len(".metadata.json")]) for n in os.listdir(f"{path}/metadata")
+                if n.startswith("v") and n.endswith(".metadata.json")]
+    return f"{path}/metadata/v{max(versions)}.metadata.json"
+
+
+def catalog_reader(name: str, db) -> "SqlCatalog":
+    """A reader's own pyiceberg SqlCatalog over a SQLite catalog file (not the destination's object)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    return SqlCatalog(name, uri=f"sqlite:///{db}")
+
+
+def assert_catalog_in_step(catalog, schema: str, name: str, path: str, keys=("id",)) -> int:
+    """The table loaded by name from an Iceberg catalog names the folder's newest metadata file and
+    reads as the Delta table at its newest version; returns that version."""
+    t = catalog.load_table((schema, name))
+    assert t.metadata_location == newest_metadata(path), (t.metadata_location, newest_metadata(path))
+    version = int(t.current_snapshot().summary[DELTA_VERSION])
+    assert version == delta_version(path)
+    delta = as_iceberg_types(read_delta_table(path, version=version))
+    ice = t.scan().to_arrow()
+    assert ice.column_names == delta.column_names
+    assert [logical_type(f.type) for f in ice.schema] == [logical_type(f.type) for f in delta.schema]
+    assert sorted(ice.to_pylist(), key=lambda r: key_of(r, keys)) == \
+        sorted(delta.to_pylist(), key=lambda r: key_of(r, keys))
+    return version

@@ -1,6 +1,6 @@
 """What the setting `iceberg=metadata` costs per commit, on the default engine (issue 38).
 
-    .venv/bin/python -m bench.iceberg [--small 10] [--rows 1000000]
+    .venv/bin/python -m bench.iceberg [--small 10] [--sizes 1000000,10000] [--catalog]
 
 One server as `make run` starts it (engine auto), two tables of bench/common/data.py's 20-column
 wide table, one written with `iceberg` off and one with it on (the request's configuration), the
@@ -10,6 +10,9 @@ both alike:
 - a 1M-row WriteBatch (the initial load: one append commit);
 - `--small` WriteBatch requests of 100 rows into the 1M-row table (50 updates of existing keys
   spread uniformly + 50 new keys: one MERGE each).
+
+With `--catalog`, a third table per size has Iceberg on with an entry in a SQLite Iceberg catalog
+(iceberg_catalog_uri): what moving the entry after each mirror adds.
 
 Per request: the client's wall time; for the table with Iceberg on, also the mirror's own seconds
 from the server's log line. Printed as a markdown table (medians for the small batches).
@@ -39,8 +42,7 @@ SEED = 38
 MIRRORED = re.compile(r"(\S+)\.(\w+): mirrored Delta versions up to (\d+) as \d+ Iceberg snapshot\(s\) in ([\d.]+)s")
 
 
-def request(table: TableSchema, files, iceberg: str, create: bool = False):
-    config = {"iceberg": iceberg}
+def request(table: TableSchema, files, config: dict, create: bool = False):
     if create:
         return pb.CreateTableRequest(schema_name=SCHEMA, table=table_to_proto(table), configuration=config)
     return pb.WriteBatchRequest(schema_name=SCHEMA, table=table_to_proto(table), configuration=config,
@@ -73,10 +75,12 @@ def workload(gen: bd.Generator, rows: int, small: int) -> tuple[list, list[list]
     return big, smalls
 
 
-def run_size(srv: RunningServer, rows: int, big, smalls) -> dict:
-    """Both tables of one size: created, loaded, then the small batches alternating between them."""
-    tables = {"off": TableSchema(f"wide_{rows}_off", bd.WIDE.columns), "on": TableSchema(f"wide_{rows}_on", bd.WIDE.columns)}
-    mode = {"off": "off", "on": "metadata"}
+def run_size(srv: RunningServer, rows: int, big, smalls, catalog: str = "") -> dict:
+    """The tables of one size: created, loaded, then the small batches alternating between them."""
+    mode = {"off": {"iceberg": "off"}, "on": {"iceberg": "metadata"}}
+    if catalog:
+        mode["catalog"] = {"iceberg": "metadata", "iceberg_catalog_uri": catalog}
+    tables = {m: TableSchema(f"wide_{rows}_{m}", bd.WIDE.columns) for m in mode}
     results = {m: {"big": None, "small": []} for m in tables}
     for m, t in tables.items():
         timed(srv.stub.CreateTable, request(t, (), mode[m], create=True))
@@ -84,7 +88,8 @@ def run_size(srv: RunningServer, rows: int, big, smalls) -> dict:
         results[m]["big"] = timed(srv.stub.WriteBatch, request(t, big, mode[m]))
         print(f"  {t.name}: {rows:,}-row batch {results[m]['big']:.2f}s", flush=True)
     for i, files in enumerate(smalls):
-        for m, t in (list(tables.items()) if i % 2 == 0 else list(reversed(tables.items()))):
+        order = list(tables.items())
+        for m, t in order[i % len(order):] + order[:i % len(order)]:
             results[m]["small"].append(timed(srv.stub.WriteBatch, request(t, files, mode[m])))
     assert_same_table(str(srv.warehouse / SCHEMA / tables["on"].name))   # the mirror is right, not just fast
     mirror = mirror_seconds(srv.log_path, tables["on"].name)
@@ -97,6 +102,7 @@ def main(argv=None) -> int:
     ap.add_argument("--small", type=int, default=10, help="100-row WriteBatch requests per table")
     ap.add_argument("--sizes", default="1000000,10000", help="rows of the initial batch of each pair of tables")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "bench-iceberg-cache")
+    ap.add_argument("--catalog", action="store_true", help="a third table per size with a SQLite catalog entry")
     args = ap.parse_args(argv)
     gen = bd.Generator(args.cache, SEED, 1.0)
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -106,15 +112,19 @@ def main(argv=None) -> int:
     try:
         for rows in sizes:
             big, smalls = workload(gen, rows, args.small)
-            out[rows] = run_size(srv, rows, big, smalls)
+            out[rows] = run_size(srv, rows, big, smalls, f"sqlite:///{work}/catalog.db" if args.catalog else "")
     finally:
         srv.stop()
-    print("\n| request | iceberg off: s | iceberg metadata: s | the mirror itself: s |\n|---|---:|---:|---:|")
+    extra = " iceberg metadata + a catalog entry: s |" if args.catalog else ""
+    print(f"\n| request | iceberg off: s | iceberg metadata: s |{extra} the mirror itself: s |\n|---|---:|---:|"
+          + ("---:|" if args.catalog else "") + "---:|")
     for rows, r in out.items():
         m = r["mirror"]
-        print(f"| a WriteBatch of {rows:,} rows (initial load, one append) | {r['off']['big']:.2f} | {r['on']['big']:.2f} | "
-              f"{m['big']:.3f} |")
+        cat = lambda key: (f" {(r['catalog'][key] if key == 'big' else statistics.median(r['catalog'][key])):.2f} |"
+                           if args.catalog else "")
+        print(f"| a WriteBatch of {rows:,} rows (initial load, one append) | {r['off']['big']:.2f} | {r['on']['big']:.2f} |"
+              f"{cat('big')} {m['big']:.3f} |")
         print(f"| a WriteBatch of 100 rows into {rows:,} (median of {args.small}) | {statistics.median(r['off']['small']):.2f} | "
-              f"{statistics.median(r['on']['small']):.2f} | {statistics.median(m['small']):.3f} |")
+              f"{statistics.median(r['on']['small']):.2f} |{cat('small')} {statistics.median(m['small']):.3f} |")
     print(json.dumps(out))
     return 0

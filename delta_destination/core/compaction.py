@@ -94,8 +94,9 @@ class SmallFileCompaction:
         self._thread: Optional[threading.Thread] = None
         self.compactions = 0   # done by this process (tests and the log read it)
 
-    def after_commit(self, ref) -> None:
-        """A commit of `ref`'s table ended (its lock released): look at it in the background."""
+    def after_commit(self, ref, settings) -> None:
+        """A commit of `ref`'s table under `settings` ended (its lock released): look at it in the
+        background (a compaction is then mirrored as Iceberg under those settings)."""
         if self.policy.min_small_files <= 0 or not ref.warehouse.can_list:
             return
         with self._lock:
@@ -105,15 +106,18 @@ class SmallFileCompaction:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="compaction", daemon=True)
                 self._thread.start()
-        self._queue.put(ref)
+        self._queue.put((ref, settings))
 
     def _run(self) -> None:
         while True:
-            ref = self._queue.get()
+            ref, settings = self._queue.get()
             with self._lock:
                 self._pending.discard(ref.location)
             try:
-                self.consider(ref)
+                if self.consider(ref):
+                    # The compaction is a Delta commit like any other: mirrored now, not with the next
+                    # request (a failed mirror is logged and caught up then).
+                    self.registry.mirror_committed(settings, ref)
             except Exception as exc:  # noqa: BLE001 - compaction never fails a write or the process
                 with self._lock:
                     self._given_up.add(ref.location)

@@ -145,7 +145,7 @@ class TableRegistry:
         self._described: dict[str, Described] = {}   # location -> its schema as of a commit
         # Called with a table's ref once an operation that committed to it has released its lock
         # (core/compaction.py looks at its small files then).
-        self.after_commit: Optional[Callable[[TableRef], None]] = None
+        self.after_commit: Optional[Callable[[TableRef, Settings], None]] = None
 
     # ---- engines -----------------------------------------------------------------------------
     @contextmanager
@@ -204,7 +204,7 @@ class TableRegistry:
             if opened[0].outcome.committed:
                 self._mirror(settings, ref)
         if self.after_commit is not None and opened[0].outcome.committed:
-            self.after_commit(ref)
+            self.after_commit(ref, settings)
 
     def after_commit_steps(self, settings: Settings) -> tuple[str, ...]:
         """What runs once a write committed, for its plan's log line."""

@@ -73,3 +73,27 @@ def test_small_files_are_compacted_in_the_background_without_changing_rows(tmp_p
         assert "compacted compaction.stream: " in srv.log_text()
     finally:
         srv.stop()
+
+
+def test_a_compaction_is_mirrored_as_iceberg_at_once(tmp_path, dedicated_server):
+    """With iceberg on, the background compaction's commit gets its Iceberg snapshot right after it
+    (not with the table's next request): the Iceberg side then lists the compacted files and reads
+    as the Delta table at the OPTIMIZE version."""
+    from testkit.iceberg_read import assert_in_step
+    from testkit.iceberg_requests import on
+    srv = dedicated_server(tmp_path / "warehouse", tmp_path / "server.log", engine="sail",
+                           env={"DELTA_DESTINATION_COMPACT_SMALL_FILES": "6"})
+    assert srv.stub.CreateTable(on(pb.CreateTableRequest(schema_name=SCHEMA, table=T))).success
+    location = Path(srv.warehouse) / SCHEMA / "stream"
+    files = tmp_path / "files"
+    files.mkdir()
+    for i in range(7):
+        f = batch_file(files, T, [{"id": 2 * i, "name": f"a{i}", "n": i}, {"id": 2 * i + 1, "name": f"b{i}", "n": i}])
+        assert srv.stub.WriteBatch(on(write_request(SCHEMA, T, replace=[f])), timeout=120).success
+    assert _wait_for(lambda: "OPTIMIZE" in _operations(location))
+    dt = DeltaTable(str(location))
+    assert _wait_for(lambda: f"mirrored Delta versions up to {dt.version()}" in srv.log_text()), srv.log_text()[-3000:]
+    assert assert_in_step(str(location)) == dt.version()
+    from testkit.iceberg_read import iceberg_table
+    listed = sorted(f.file.file_path.rsplit("/", 1)[-1] for f in iceberg_table(str(location)).scan().plan_files())
+    assert listed == sorted(u.rsplit("/", 1)[-1] for u in dt.file_uris())

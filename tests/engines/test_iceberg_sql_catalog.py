@@ -19,7 +19,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from testkit.delta_read import delta_version, read_delta_table
 from testkit.fivetran_requests import col, table
-from testkit.iceberg_read import as_iceberg_types, key_of, logical_type
+from testkit.iceberg_read import assert_catalog_in_step, catalog_reader, newest_metadata
 from testkit.iceberg_requests import migrate, on, write
 
 UTC = dt.timezone.utc
@@ -36,30 +36,11 @@ def catalog_config(db) -> dict:
 
 
 def reader(db) -> SqlCatalog:
-    """A reader's own SqlCatalog over the catalog database (not the destination's object)."""
-    return SqlCatalog(NAME, uri=f"sqlite:///{db}")
-
-
-def newest_metadata(path: str) -> str:
-    versions = [int(n[1:-len(".metadata.json")]) for n in os.listdir(f"{path}/metadata")
-                if n.startswith("v") and n.endswith(".metadata.json")]
-    return f"{path}/metadata/v{max(versions)}.metadata.json"
+    return catalog_reader(NAME, db)
 
 
 def assert_catalog_reads_delta(db, schema: str, name: str, path: str) -> int:
-    """The table loaded by name from the catalog names the newest metadata file and reads as the
-    Delta table at the newest version; returns that version."""
-    t = reader(db).load_table((schema, name))
-    assert t.metadata_location == newest_metadata(path)
-    version = int(t.current_snapshot().summary["delta-version"])
-    assert version == delta_version(path)
-    delta = as_iceberg_types(read_delta_table(path, version=version))
-    ice = t.scan().to_arrow()
-    assert ice.column_names == delta.column_names
-    assert [logical_type(f.type) for f in ice.schema] == [logical_type(f.type) for f in delta.schema]
-    assert sorted(ice.to_pylist(), key=lambda r: key_of(r, ("id",))) == \
-        sorted(delta.to_pylist(), key=lambda r: key_of(r, ("id",)))
-    return version
+    return assert_catalog_in_step(reader(db), schema, name, path)
 
 
 def entry(db, schema: str, name: str):
@@ -68,7 +49,7 @@ def entry(db, schema: str, name: str):
                          "WHERE catalog_name=? AND table_namespace=? AND table_name=?", (NAME, schema, name)).fetchone()
 
 
-def test_the_entry_follows_every_commit_a_rename_and_a_drop(stub, server, unique_schema, tmp_path):
+def test_the_entry_follows_every_commit_a_copy_a_rename_and_a_drop(stub, server, unique_schema, tmp_path):
     s, db = unique_schema, tmp_path / "catalog.db"
     cfg = catalog_config(db)
     assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=SMALL), cfg)).success
@@ -81,6 +62,11 @@ def test_the_entry_follows_every_commit_a_rename_and_a_drop(stub, server, unique
     assert entry(db, s, "orders")[1] == first[0]                        # moved, the old one kept as previous
     assert assert_catalog_reads_delta(db, s, "orders", path) == delta_version(path)
     assert s in [ns[0] for ns in reader(db).list_namespaces()]
+
+    migrate(stub, s, "orders", config=cfg, copy=pb.CopyOperation(copy_table=pb.CopyTable(from_table="orders",
+                                                                                       to_table="orders_copy")))
+    assert_catalog_reads_delta(db, s, "orders_copy", f"{server.warehouse}/{s}/orders_copy")   # a copy has its own
+    assert entry(db, s, "orders")[0] == newest_metadata(path)
 
     migrate(stub, s, "orders", config=cfg, rename=pb.RenameOperation(
         rename_table=pb.RenameTable(from_table="orders", to_table="orders_v2")))

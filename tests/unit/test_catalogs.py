@@ -50,8 +50,8 @@ def test_no_catalog_uri_no_catalog_and_nothing_runs(recorded):
     tables = RegisteredTables(None, lambda schema, table: False)
     tables.check(plain, "s", "t")
     tables.register(plain, "s", "t", "/wh/s/t")
-    tables.rename(plain, "s", "t", "u", "/wh/s/u")
-    tables.drop(plain, "s", "t")
+    tables.rename(plain, "s", "t", "u", "/wh/s/u", "/wh/s/t")
+    tables.drop(plain, "s", "t", "/wh/s/t")
     assert tables.describe(plain, "s", "t") is None
     assert recorded == []
 
@@ -71,11 +71,11 @@ def test_working_tables_have_no_entry_and_a_staging_rename_registers_the_new_nam
     tables = RegisteredTables(None, staging)
     tables.check(HIVE, "s", "_stage_t")
     tables.register(HIVE, "s", "_stage_t", "/wh/s/_stage_t")
-    tables.drop(HIVE, "s", "_stage_t")
+    tables.drop(HIVE, "s", "_stage_t", "/wh/s/_stage_t")
     assert recorded == []
-    tables.rename(HIVE, "s", "_stage_t", "t", "/wh/s/t")     # staging -> real: only the new entry
-    tables.rename(HIVE, "s", "t", "_stage_t", "/wh/s/_stage_t")   # real -> staging: only the old entry goes
-    tables.rename(HIVE, "s", "t", "u", "/wh/s/u")
+    tables.rename(HIVE, "s", "_stage_t", "t", "/wh/s/t", "/wh/s/_stage_t")     # staging -> real: only the new entry
+    tables.rename(HIVE, "s", "t", "_stage_t", "/wh/s/_stage_t", "/wh/s/t")   # real -> staging: only the old entry goes
+    tables.rename(HIVE, "s", "t", "u", "/wh/s/u", "/wh/s/t")
     assert recorded == [("register", "s", "t", "/wh/s/t"), ("drop", "s", "t"), ("rename", "s", "t", "u", "/wh/s/u")]
     assert tables.describe(HIVE, "s", "u") == "/wh/s/t"
 

@@ -34,7 +34,8 @@ def test_every_surface_offers_the_same_keys():
 def test_secrets_are_marked_secret_on_every_surface_and_never_flags():
     secrets = [f.key for f in FIELDS if f.secret]
     assert secrets == ["s3_secret_access_key", "s3_session_token", "azure_account_key", "azure_sas_token",
-                       "azure_client_secret", "gcs_service_account_key"]
+                       "azure_client_secret", "gcs_service_account_key",
+                       "iceberg_catalog_uri"]   # a SQLAlchemy URL may carry a database password
     form = {f.name: f for f in configuration_form(Settings.create("/wh")).fields}
     props = airbyte_spec()["connectionSpecification"]["properties"]
     for key in secrets:
