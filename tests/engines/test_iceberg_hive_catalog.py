@@ -1,9 +1,11 @@
 """The Iceberg Hive catalog (core/iceberg/hive_catalog.py) against a real Hive standalone metastore 4.0.1
 (the `hive_metastore` fixture: the metastore JVM alone, Thrift on loopback): the entry primitives and
-the metastore's compare-and-set, a table of the same name that is not an Iceberg table, and
-catalogs.publish/forget end to end for tables the session's server wrote with Iceberg on, each then
-opened through the catalog as an Iceberg reader opens it (pyiceberg's HiveCatalog) and compared with
-the Delta table read by delta-rs.
+the metastore's compare-and-set, a table of the same name that is not an Iceberg table, the
+metastore's own refusals; catalogs.publish/forget end to end for tables the session's server wrote
+with Iceberg on, and the server's own entries (iceberg_catalog_uri thrift://) through commits, a
+rename, a drop, a metastore that is down, a name the metastore cannot hold; a table on S3 through a
+metastore with S3A. Each table is opened through the catalog as an Iceberg reader opens it
+(pyiceberg's HiveCatalog) and compared with the Delta table read by delta-rs.
 
 Each metastore entry is also read with a Thrift client of the test's own (`hms`), not through the
 module under test."""
@@ -16,6 +18,7 @@ import threading
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
+import grpc
 import pytest
 from hive_metastore.ThriftHiveMetastore import Client
 from hive_metastore.ttypes import (
@@ -324,3 +327,14 @@ def test_an_entry_of_a_table_on_s3_loads_by_name(s3_metastore, s3_server, tmp_pa
     assert catalogs.forget(cat, "S3_S", "Orders", location) is True
     assert hive_table(s3_metastore.uri, "s3_s", "orders") is None
     assert any(k.endswith(".metadata.json") for k in s3_server.list_keys("hive-iceberg/s3_s/orders/metadata/"))
+
+
+def test_a_name_the_metastore_cannot_hold_is_refused_before_anything_is_written(hive_metastore, stub, server):
+    s = "dashed-schema-hive-iceberg"
+    try:
+        stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=SMALL), {"iceberg_catalog_uri": hive_metastore.uri}))
+        raise AssertionError("the request was not refused")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+        assert "cannot be an entry of the Iceberg Hive catalog" in e.details() and "ASCII letters" in e.details()
+    assert not os.path.exists(f"{server.warehouse}/{s}")

@@ -55,6 +55,7 @@ from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
 from ...errors import InvalidRequest
+from ...storage import store_for
 from ..catalogs.hive import HIVE_NAME
 from .catalogs import ForeignEntry, IcebergCatalog
 from .metadata_files import METADATA_DIR
@@ -101,11 +102,11 @@ def table_folder(metadata_location: str) -> str:
 
 
 def hadoop_location(location: str) -> str:
-    """How the metastore (Hadoop's file systems) spells a location: S3 as s3a://.
-    >>> hadoop_location("s3://b/wh/t"), hadoop_location("/data/wh/t"), hadoop_location("abfss://c@a.dfs.core.windows.net/t")
-    ('s3a://b/wh/t', '/data/wh/t', 'abfss://c@a.dfs.core.windows.net/t')
+    """How the metastore (Hadoop's file systems) spells a location: as Spark does, its store says.
+    >>> hadoop_location("s3://b/wh/t"), hadoop_location("/data/wh/t"), hadoop_location("gs://b/wh/t")
+    ('s3a://b/wh/t', '/data/wh/t', 'gs://b/wh/t')
     """
-    return "s3a://" + location[len("s3://"):] if location.startswith("s3://") else location
+    return store_for(location).spark_path(location)
 
 
 def iceberg_hive_table(db: str, name: str, metadata_location: str, owner: str, now: int) -> HiveTable:
@@ -172,7 +173,7 @@ class HiveIcebergCatalog(IcebergCatalog):
     def __init__(self, uri: str):
         self.host, self.port = thrift_address(uri)
 
-    def _client(self) -> "Connection":
+    def _client(self) -> Connection:
         return Connection(self.host, self.port, self.name)
 
     @staticmethod
