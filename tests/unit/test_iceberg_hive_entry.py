@@ -3,6 +3,7 @@ can hold, the table a new entry is, and its URI. The entries themselves against 
 tests/engines/test_iceberg_hive_catalog.py."""
 from __future__ import annotations
 
+import getpass
 import socket
 
 import pytest
@@ -15,6 +16,7 @@ from delta_destination.core.iceberg.hive_catalog import (
     hive_table_name,
     iceberg_hive_table,
     is_iceberg,
+    owner,
     table_folder,
     thrift_address,
 )
@@ -71,3 +73,12 @@ def test_a_metastore_that_does_not_answer_is_a_typed_error():
         port = s.getsockname()[1]
     with pytest.raises(HiveCatalogUnavailable, match=f"127.0.0.1:{port} did not answer"):
         HiveIcebergCatalog(f"thrift://127.0.0.1:{port}").entry("sales", "orders")
+
+
+def test_an_entry_has_an_owner_even_where_the_user_has_no_name(monkeypatch):
+    assert owner() == getpass.getuser()
+
+    def nameless():
+        raise KeyError("getpwuid(): uid not found: 1000650000")
+    monkeypatch.setattr(getpass, "getuser", nameless)
+    assert owner() == "delta_destination"

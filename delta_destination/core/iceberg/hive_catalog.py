@@ -121,6 +121,15 @@ def iceberg_hive_table(db: str, name: str, metadata_location: str, owner: str, n
                      parameters={"EXTERNAL": "TRUE", TABLE_TYPE: ICEBERG, METADATA_LOCATION: metadata_location})
 
 
+def owner() -> str:
+    """The entry's owner: this process's user, as Iceberg's HiveCatalogs write it; a fixed name where
+    the user has no name (a container's arbitrary uid: getpass raises there)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "delta_destination"
+
+
 def is_iceberg(table: HiveTable) -> bool:
     return (table.parameters or {}).get(TABLE_TYPE, "").upper() == ICEBERG
 
@@ -208,7 +217,7 @@ class HiveIcebergCatalog(IcebergCatalog):
                 except AlreadyExistsException:
                     pass   # another writer made it
             try:
-                client.create_table(iceberg_hive_table(db, name, metadata_location, getpass.getuser(), int(time.time())))
+                client.create_table(iceberg_hive_table(db, name, metadata_location, owner(), int(time.time())))
             except AlreadyExistsException:
                 there = self._table(client, db, name)
                 if there is not None and not is_iceberg(there):
