@@ -265,7 +265,7 @@ def test_the_server_leaves_a_hive_table_of_that_name_alone_and_survives_a_metast
                                  serdeInfo=SerDeInfo(serializationLib="org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"))))
     assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=SMALL), cfg)).success
     write(stub, s, SMALL, tmp_path, replace=rows(range(1, 4), "a"), config=cfg)
-    assert "the Iceberg catalog's entry of this name names another table's metadata" in server.log_text()
+    assert "the Iceberg catalog holds another table under this name" in server.log_text()
     migrate(stub, s, "items", config=cfg, drop=pb.DropOperation(drop_table=True))   # nothing of ours to drop there
     theirs = hive_table(hive_metastore.uri, db, "items")
     assert theirs.owner == "someone" and "metadata_location" not in theirs.parameters

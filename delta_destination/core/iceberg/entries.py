@@ -42,7 +42,7 @@ def publish_entry(settings: Settings, warehouse: Warehouse, display: str, locati
         catalog = iceberg_catalog_for(settings)
         step = publish(catalog, schema, table, location, metadata_location, exists_in(warehouse, location))
     except ForeignEntry:
-        log.warning(f"{display}: the Iceberg catalog's entry of this name names another table's metadata; it is left "
+        log.warning(f"{display}: the Iceberg catalog holds another table under this name; it is left "
                     "as it is (drop it there, or rename one of the tables, to have the entry follow this table)")
         metrics.iceberg_catalog_entry("foreign")
         return None
