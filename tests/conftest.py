@@ -46,6 +46,7 @@ FULL_TIER_FIXTURES = {
     "s3_server": "a real S3 server (SeaweedFS)",
     "azure_server": "a real Azure Storage (Blob) server (Azurite)",
     "gcs_server": "a Google Cloud Storage API server (fake-gcs-server)",
+    "iceberg_rest_server": "Apache Iceberg's REST catalog server (a JVM, `make iceberg-rest-jars`)",
     "cluster": "a local Spark cluster with a Hive metastore",
     "auto_engines": "the local Apache Spark JVM engine auto starts on demand in the test process",
 }
@@ -103,7 +104,7 @@ def on_spark_and_s3(item) -> bool:
 # Rough cost of a test, from what it uses (seconds-ish units): with several pytest workers the
 # modules run costliest first, so that the last minutes are not one long module on one worker
 # while the other idles (xdist's loadfile hands out whole modules in collection order).
-COST_OF = {"cluster": 60, "auto_engines": 30, "dedicated_server": 10, "door_process": 10, "s3_server": 5, "azure_server": 5, "gcs_server": 5,
+COST_OF = {"cluster": 60, "auto_engines": 30, "dedicated_server": 10, "door_process": 10, "s3_server": 5, "azure_server": 5, "gcs_server": 5, "iceberg_rest_server": 5,
            "shared_spark": 5, "airflow_venv": 2}
 
 
