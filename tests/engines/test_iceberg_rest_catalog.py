@@ -3,7 +3,7 @@ Apache Iceberg 1.10.0's own REST catalog server, tools/iceberg_rest_server.py; d
 catalog"): real gRPC calls with real encrypted batch files to the session's server; each table then
 loaded by name through a reader's own pyiceberg RestCatalog and read with its scan, compared with
 delta-rs's read at the Delta version the snapshot names. The server (a JdbcCatalog) reads each file it
-is given itself, so its answers are also a Java reader's. The entry follows every commit, a rename and
+is given itself, so its answers are also a Java reader's. The entry follows every commit, a copy, a rename and
 a drop, never fails a request when the server cannot be reached, and the server never writes a
 metadata file of its own into the table's folder. Missing jars fail the module (`make iceberg-rest-jars`)."""
 from __future__ import annotations
@@ -22,7 +22,7 @@ from delta_destination.core.iceberg.rest_catalog import RestIcebergCatalog
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from testkit.delta_read import delta_version, read_delta_table
 from testkit.fivetran_requests import col, table
-from testkit.iceberg_read import as_iceberg_types, key_of, logical_type
+from testkit.iceberg_read import assert_catalog_in_step, newest_metadata
 from testkit.iceberg_requests import migrate, on, write
 from tools.emulator import free_port
 from tools.iceberg_rest_server import IcebergRestServer
@@ -51,11 +51,6 @@ def reader(rest) -> RestCatalog:
     return RestCatalog("reader", uri=rest.url)
 
 
-def newest_metadata(path: str) -> str:
-    versions = [int(n[1:-len(".metadata.json")]) for n in os.listdir(f"{path}/metadata") if MIRROR_FILE.match(n)]
-    return f"{path}/metadata/v{max(versions)}.metadata.json"
-
-
 def only_mirror_metadata_files(path: str) -> None:
     """Every *.metadata.json of the folder is one the mirror wrote (the server wrote none of its own)."""
     names = [n for n in os.listdir(f"{path}/metadata") if n.endswith(".metadata.json")]
@@ -65,16 +60,7 @@ def only_mirror_metadata_files(path: str) -> None:
 def assert_catalog_reads_delta(rest, schema: str, name: str, path: str) -> int:
     """The table loaded by name from the REST catalog names the newest metadata file and reads as the
     Delta table at the newest version; returns that version."""
-    t = reader(rest).load_table((schema, name))
-    assert t.metadata_location == newest_metadata(path)
-    version = int(t.current_snapshot().summary["delta-version"])
-    assert version == delta_version(path)
-    delta = as_iceberg_types(read_delta_table(path, version=version))
-    ice = t.scan().to_arrow()
-    assert ice.column_names == delta.column_names
-    assert [logical_type(f.type) for f in ice.schema] == [logical_type(f.type) for f in delta.schema]
-    assert sorted(ice.to_pylist(), key=lambda r: key_of(r, ("id",))) == \
-        sorted(delta.to_pylist(), key=lambda r: key_of(r, ("id",)))
+    version = assert_catalog_in_step(reader(rest), schema, name, path)
     only_mirror_metadata_files(path)
     return version
 
@@ -86,8 +72,8 @@ def entry(rest, schema: str, name: str):
         return None
 
 
-def test_the_entry_follows_every_commit_a_rename_and_a_drop(stub, server, unique_schema, tmp_path,
-                                                            iceberg_rest_server):
+def test_the_entry_follows_every_commit_a_copy_a_rename_and_a_drop(stub, server, unique_schema, tmp_path,
+                                                                   iceberg_rest_server):
     s, rest = unique_schema, iceberg_rest_server
     cfg = catalog_config(rest)
     assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=SMALL), cfg)).success
@@ -101,6 +87,11 @@ def test_the_entry_follows_every_commit_a_rename_and_a_drop(stub, server, unique
     assert assert_catalog_reads_delta(rest, s, "orders", path) == delta_version(path)
     assert os.path.exists(first)                                          # the move dropped no file
     assert (s,) in reader(rest).list_namespaces()
+
+    migrate(stub, s, "orders", config=cfg, copy=pb.CopyOperation(copy_table=pb.CopyTable(from_table="orders",
+                                                                                       to_table="orders_copy")))
+    assert_catalog_reads_delta(rest, s, "orders_copy", f"{server.warehouse}/{s}/orders_copy")   # a copy has its own
+    assert entry(rest, s, "orders") == newest_metadata(path)
 
     migrate(stub, s, "orders", config=cfg, rename=pb.RenameOperation(
         rename_table=pb.RenameTable(from_table="orders", to_table="orders_v2")))
