@@ -18,6 +18,7 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NoSuchTableError
 
+from delta_destination.core.iceberg.catalogs import AHEAD, publish
 from delta_destination.core.iceberg.rest_catalog import RestIcebergCatalog
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from testkit.delta_read import delta_version, read_delta_table
@@ -106,7 +107,8 @@ def test_the_move_re_reads_the_entry_and_never_takes_another_writers(stub, serve
                                                                     iceberg_rest_server):
     """The primitives on the real server: a move from a file the entry no longer names is refused, a
     move from the one it names replaces it (this server ignores register's overwrite: dropped and
-    registered again, without purge), a stale drop leaves the entry."""
+    registered again, without purge), an older file never replaces a newer one, a stale drop leaves
+    the entry."""
     s, rest = unique_schema, iceberg_rest_server
     assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=SMALL))).success
     write(stub, s, SMALL, tmp_path, replace=rows(range(1, 4), "a"))
@@ -122,7 +124,10 @@ def test_the_move_re_reads_the_entry_and_never_takes_another_writers(stub, serve
     assert catalog.move_entry(s, "orders", old, new)
     assert catalog.overwrites is False                                   # Iceberg 1.10's server: drop + register
     assert entry(rest, s, "orders") == new
+    assert publish(catalog, s, "orders", path, old, os.path.exists) == AHEAD   # never moved back past v<N>
+    assert entry(rest, s, "orders") == new
     assert catalog.move_entry(s, "orders", new, old) and entry(rest, s, "orders") == old
+    assert RestIcebergCatalog(f"{rest.url}/?warehouse=lake", "test").entry(s, "orders") == old   # the parameter passes
     catalog.drop_entry(s, "orders", new)                                 # stale: left
     assert entry(rest, s, "orders") == old
     catalog.drop_entry(s, "orders", old)
