@@ -14,15 +14,17 @@ SPARK_JARS := .spark-jars
 # The local cluster's Hive metastore (server) and the Hive 4 client Spark's Hive support loads.
 METASTORE_JARS := .metastore-jars
 HIVE_CLIENT_JARS := .hive-client-jars
+# Apache Iceberg's REST catalog server (its test fixture, Jetty + a JdbcCatalog), for the REST catalog tests.
+ICEBERG_REST_JARS := .iceberg-rest-jars
 # Azurite, the Azure Storage emulator the Azure tests start on loopback (npm, pinned; needs Node.js 18+).
 AZURITE_DIR := .azurite
 AZURITE_VERSION := 3.37.0
 
 .PHONY: install install-python proto run test test-unit test-all test-slow test-clients airflow-venv iceberg-reader bench bench-cluster bench-stores bench-soak bench-sync bench-increments clean \
 	conduit airbyte-clients \
-	cluster cluster-stop cluster-status cluster-jars azurite gcs-server
+	cluster cluster-stop cluster-status cluster-jars iceberg-rest-jars azurite gcs-server
 
-install: install-python $(SPARK_JARS)/.fetched cluster-jars azurite
+install: install-python $(SPARK_JARS)/.fetched cluster-jars iceberg-rest-jars azurite
 
 # Azurite into .azurite/ (tests find it there: tools/azure_server.py).
 azurite: $(AZURITE_DIR)/.installed-$(AZURITE_VERSION)
@@ -66,6 +68,16 @@ $(HIVE_CLIENT_JARS)/.fetched: jvm/hive-client/pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "need Maven (mvn) and Java 17+ for the cluster's Hive client jars"; exit 1; }
 	rm -rf $(HIVE_CLIENT_JARS)
 	mvn -q -B -f jvm/hive-client/pom.xml dependency:copy-dependencies
+	touch $@
+
+# Apache Iceberg 1.10.0's REST catalog server (RESTCatalogServer of iceberg-open-api's test fixtures, Jetty 11,
+# SQLite, a Hadoop 3.5 client) for tests/engines/test_iceberg_rest_catalog.py, run by tools/iceberg_rest_server.py.
+iceberg-rest-jars: $(ICEBERG_REST_JARS)/.fetched
+
+$(ICEBERG_REST_JARS)/.fetched: jvm/iceberg-rest/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "need Maven (mvn) and Java 17+ for Iceberg's REST catalog server jars"; exit 1; }
+	rm -rf $(ICEBERG_REST_JARS)
+	mvn -q -B -f jvm/iceberg-rest/pom.xml dependency:copy-dependencies
 	touch $@
 
 # A local Spark standalone cluster (master + 2 workers), a Spark Connect server on it, the S3 server
@@ -205,5 +217,5 @@ bench-increments: install
 	$(BIN)/python -m bench.increments
 
 clean:
-	rm -rf $(VENV) $(SPARK_JARS) $(METASTORE_JARS) $(HIVE_CLIENT_JARS) $(PROTO_OUT)/*_pb2*.py $(PROTO_OUT)/*_pb2*.pyi
+	rm -rf $(VENV) $(SPARK_JARS) $(METASTORE_JARS) $(HIVE_CLIENT_JARS) $(ICEBERG_REST_JARS) $(PROTO_OUT)/*_pb2*.py $(PROTO_OUT)/*_pb2*.pyi
 	find $(CONDUIT_PROTO_OUT) -mindepth 1 -maxdepth 1 ! -name __init__.py -exec rm -rf {} +

@@ -37,7 +37,7 @@ ENGINES = ("auto", "sail", "spark")
 ICEBERG_OFF, ICEBERG_METADATA = "off", "metadata"
 ICEBERG_MODES = (ICEBERG_OFF, ICEBERG_METADATA)
 # URI schemes of iceberg_catalog_uri (core/iceberg/catalogs.py CATALOG_KINDS has one row for each).
-ICEBERG_CATALOG_SCHEMES = ("sqlite", "postgresql", "mysql", "thrift")
+ICEBERG_CATALOG_SCHEMES = ("sqlite", "postgresql", "mysql", "thrift", "http", "https")
 DEFAULT_ICEBERG_CATALOG_NAME = "delta_destination"
 AUTO = "auto"
 # How AlterTable and Migrate change a table's columns (docs/column-changes.md): in the Delta log
@@ -135,11 +135,13 @@ FIELDS: tuple[Field, ...] = (
     Field("iceberg_catalog_uri", "Iceberg catalog URI", "With iceberg metadata: also keep an entry <schema>.<table> "
           "naming each table's newest Iceberg metadata file in this catalog. A SQLAlchemy URL (sqlite:////path/c.db, "
           "postgresql://...) is an Iceberg JDBC/SQL catalog (Iceberg's JdbcCatalog and pyiceberg's SqlCatalog read "
-          "it); thrift://host:9083 is a Hive Metastore (Iceberg's HiveCatalog), not the one of catalog_uri. Empty: "
+          "it); thrift://host:9083 is a Hive Metastore (Iceberg's HiveCatalog), not the one of catalog_uri; "
+          "http(s)://host:8181[/prefix][?warehouse=name] is an Iceberg REST catalog (no credentials). Empty: "
           "readers open the table's metadata folder (docs/iceberg.md).", placeholder="sqlite:////data/iceberg.db",
           secret=True),
     Field("iceberg_catalog_name", "Iceberg catalog name", "The catalog name of the SQL catalog's entries (what "
-          "readers name the catalog: Iceberg's JdbcCatalog and pyiceberg only see entries of their own name).",
+          "readers name the catalog: Iceberg's JdbcCatalog and pyiceberg only see entries of their own name). Not "
+          "used by a REST catalog (its URL's ?warehouse= picks one of a server's catalogs).",
           default=DEFAULT_ICEBERG_CATALOG_NAME),
     # Process settings: how a long-running server looks after its tables (core/upkeep.py).
     Field("upkeep_interval_hours", "Upkeep interval (hours)", "Compact, purge deletion vectors and vacuum idle tables "
@@ -280,8 +282,8 @@ class Settings:
             scheme = self.iceberg_catalog_uri.split(":", 1)[0].split("+", 1)[0].lower()
             if scheme not in ICEBERG_CATALOG_SCHEMES or "://" not in self.iceberg_catalog_uri:
                 raise InvalidRequest("iceberg_catalog_uri must be a SQLAlchemy URL (sqlite:////path/catalog.db, "
-                                     "postgresql://host/db, mysql://host/db) or a Hive Metastore URI "
-                                     "(thrift://host:9083)")
+                                     "postgresql://host/db, mysql://host/db), a Hive Metastore URI "
+                                     "(thrift://host:9083) or an Iceberg REST catalog URL (http://host:8181)")
             if self.iceberg == ICEBERG_OFF:
                 raise InvalidRequest("iceberg_catalog_uri needs iceberg set to metadata: the catalog's entries name "
                                      "the Iceberg metadata the destination writes")

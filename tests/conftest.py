@@ -46,6 +46,7 @@ FULL_TIER_FIXTURES = {
     "s3_server": "a real S3 server (SeaweedFS)",
     "azure_server": "a real Azure Storage (Blob) server (Azurite)",
     "gcs_server": "a Google Cloud Storage API server (fake-gcs-server)",
+    "iceberg_rest_server": "Apache Iceberg's REST catalog server (a JVM, `make iceberg-rest-jars`)",
     "cluster": "a local Spark cluster with a Hive metastore",
     "hive_metastore": "a Hive standalone metastore JVM",
     "auto_engines": "the local Apache Spark JVM engine auto starts on demand in the test process",
@@ -105,7 +106,7 @@ def on_spark_and_s3(item) -> bool:
 # modules run costliest first, so that the last minutes are not one long module on one worker
 # while the other idles (xdist's loadfile hands out whole modules in collection order).
 COST_OF = {"cluster": 60, "auto_engines": 30, "dedicated_server": 10, "door_process": 10, "s3_server": 5, "azure_server": 5, "gcs_server": 5,
-           "hive_metastore": 5, "shared_spark": 5, "airflow_venv": 2}
+           "iceberg_rest_server": 5, "hive_metastore": 5, "shared_spark": 5, "airflow_venv": 2}
 
 
 def estimated_cost(item) -> float:

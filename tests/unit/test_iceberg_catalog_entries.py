@@ -86,7 +86,7 @@ def test_one_catalog_object_per_uri_and_name(tmp_path):
 
 @pytest.mark.parametrize("values, words", [
     ({"iceberg_catalog_uri": "sqlite:////c.db"}, "needs iceberg set to metadata"),
-    ({"iceberg": "metadata", "iceberg_catalog_uri": "https://rest.example/v1"}, "must be a SQLAlchemy URL"),
+    ({"iceberg": "metadata", "iceberg_catalog_uri": "ftp://rest.example/v1"}, "must be a SQLAlchemy URL"),
     ({"iceberg": "metadata", "iceberg_catalog_uri": "sqlite"}, "must be a SQLAlchemy URL"),
     ({"iceberg": "metadata", "engine": "spark", "catalog_uri": "thrift://HMS:9083",
       "iceberg_catalog_uri": "thrift://hms:9083"}, "name the same Hive Metastore"),

@@ -149,12 +149,18 @@ def _hive(settings: Settings) -> IcebergCatalog:
     return HiveIcebergCatalog(settings.iceberg_catalog_uri)
 
 
+def _rest(settings: Settings) -> IcebergCatalog:
+    from .rest_catalog import RestIcebergCatalog
+    return RestIcebergCatalog(settings.iceberg_catalog_uri, settings.iceberg_catalog_name)
+
+
 # URI scheme of iceberg_catalog_uri (before any "+driver") -> the catalog kind. SQLAlchemy URLs are
 # pyiceberg's SQL catalog, whose tables are those of Iceberg's own JdbcCatalog (Java readers open
-# the same database with it).
+# the same database with it); http(s) URLs an Iceberg REST catalog.
 CATALOG_KINDS: dict[str, Callable[[Settings], IcebergCatalog]] = {
     "sqlite": _sql, "postgresql": _sql, "mysql": _sql,
     "thrift": _hive,
+    "http": _rest, "https": _rest,
 }
 
 _CATALOGS: dict[tuple[str, str], IcebergCatalog] = {}   # one per URI and name: SQL engines pool connections
@@ -163,8 +169,10 @@ _CATALOGS_LOCK = threading.Lock()
 
 def catalog_kind(uri: str) -> Optional[str]:
     """
-    >>> catalog_kind("postgresql+psycopg://h/db"), catalog_kind("sqlite:////var/c.db"), catalog_kind("http://x")
+    >>> catalog_kind("postgresql+psycopg://h/db"), catalog_kind("sqlite:////var/c.db"), catalog_kind("ftp://x")
     ('postgresql', 'sqlite', None)
+    >>> catalog_kind("HTTPS://catalog.example/api")
+    'https'
     """
     scheme = urlsplit(uri).scheme.lower().split("+", 1)[0]
     return scheme if scheme in CATALOG_KINDS else None
