@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from tools.emulator import EmulatorProcess, free_port
+from tools.local_cluster.config import java_path
 
 ROOT = Path(__file__).resolve().parents[1]
 JARS = ROOT / ".iceberg-rest-jars"
@@ -45,10 +45,7 @@ def server_classpath() -> str:
 
 
 def java_binary() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").is_file():
-        return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
+    found = java_path()
     if not found:
         raise IcebergRestServerError("no `java` on PATH (Java 17+ runs Iceberg's REST catalog server)")
     return found

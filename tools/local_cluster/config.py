@@ -59,11 +59,17 @@ class ClusterOptions:
     die_with_starter: bool = True
 
 
-def java_binary() -> str:
+def java_path() -> Optional[str]:
+    """The `java` of $JAVA_HOME, else the one on PATH (None: neither); the tools that start a JVM
+    (this cluster, tools/iceberg_rest_server.py) each say what a missing one stops."""
     home = os.environ.get("JAVA_HOME")
     if home and (Path(home) / "bin" / "java").is_file():
         return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
+    return shutil.which("java")
+
+
+def java_binary() -> str:
+    found = java_path()
     if not found:
         raise ClusterError("no `java` on PATH (Java 17+ runs Spark and the metastore)")
     return found
