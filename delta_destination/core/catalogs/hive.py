@@ -32,16 +32,18 @@ log = logs.get(__name__)
 HIVE_NAME = re.compile(r"^[A-Za-z0-9_]{1,128}$")
 
 
-def hive_name(kind: str, name: str) -> str:
-    """The metastore's name for a schema or table (lower case), or InvalidRequest.
+def hive_name(kind: str, name: str, held_as: str = "registered in the Hive Metastore (catalog_uri is set)",
+              otherwise: str = "leave catalog_uri empty to keep tables as paths only") -> str:
+    """The metastore's name for a schema or table (lower case), or InvalidRequest saying what the
+    name cannot be (`held_as`) and what to do instead of renaming (`otherwise`): the Iceberg Hive
+    catalog (core/iceberg/hive_catalog.py) holds names by the same rule.
     >>> hive_name("table", "Orders_2024")
     'orders_2024'
     """
     if not HIVE_NAME.match(name):
         raise InvalidRequest(
-            f"{kind} name {name!r} cannot be registered in the Hive Metastore (catalog_uri is set): the metastore "
-            f"holds names of ASCII letters, digits and _ only, at most 128 characters. Rename the {kind}, or leave "
-            f"catalog_uri empty to keep tables as paths only")
+            f"{kind} name {name!r} cannot be {held_as}: the metastore holds names of ASCII letters, digits and _ "
+            f"only, at most 128 characters. Rename the {kind}, or {otherwise}")
     return name.lower()
 
 

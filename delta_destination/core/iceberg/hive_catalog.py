@@ -56,7 +56,7 @@ from thrift.transport import TSocket, TTransport
 
 from ...errors import InvalidRequest
 from ...storage import store_for
-from ..catalogs.hive import HIVE_NAME
+from ..catalogs.hive import hive_name
 from .catalogs import ForeignEntry, IcebergCatalog
 from .metadata_files import METADATA_DIR
 
@@ -82,12 +82,8 @@ def hive_table_name(kind: str, name: str) -> str:
     >>> hive_table_name("table", "Orders_2024")
     'orders_2024'
     """
-    if not HIVE_NAME.match(name):
-        raise InvalidRequest(
-            f"{kind} name {name!r} cannot be an entry of the Iceberg Hive catalog (iceberg_catalog_uri): the "
-            f"metastore holds names of ASCII letters, digits and _ only, at most 128 characters. Rename the {kind}, "
-            f"or use a SQL catalog for the Iceberg entries")
-    return name.lower()
+    return hive_name(kind, name, held_as="an entry of the Iceberg Hive catalog (iceberg_catalog_uri)",
+                     otherwise="use a SQL catalog for the Iceberg entries")
 
 
 def table_folder(metadata_location: str) -> str:
