@@ -284,6 +284,23 @@ def door_process(shared_spark):
     return spark_remote
 
 
+@pytest.fixture
+def plugin(tmp_path, door_process):
+    """Starts the Conduit connector as a real plugin process (testkit/conduit_host.py), as often as a
+    test asks (keyword arguments: PluginProcess's); every one is closed at the test's end."""
+    from testkit.conduit_host import PluginProcess
+    started = []
+
+    def start(**kw):
+        p = PluginProcess(tmp_path / f"plugin{len(started)}.log", **kw)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.close()
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """One real S3 server (SeaweedFS, tools/s3_server.py) for the session; tests use their own

@@ -18,22 +18,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from testkit.conduit_records import ENGINE, connector_config, replay
-from testkit.conduit_host import CREATE, DELETE, SNAPSHOT, UPDATE, PluginProcess, SchemaRegistry, record
+from testkit.conduit_host import CREATE, DELETE, SNAPSHOT, UPDATE, SchemaRegistry, record
 from testkit.delta_read import delta_version, rows_by_key
-
-
-@pytest.fixture
-def plugin(tmp_path, door_process):
-    started = []
-
-    def start(**kw):
-        p = PluginProcess(tmp_path / f"plugin{len(started)}.log", **kw)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        p.close()
 
 
 def test_handshake_health_specify_config_validation_and_shutdown(plugin, tmp_path):

@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
-import pytest
-
 from testkit.airbyte_cli import engine, record, run, stream, stream_state, write_json  # noqa: F401
-from testkit.conduit_host import CREATE, DELETE, UPDATE, PluginProcess, record as cdc_record
+from testkit.conduit_host import CREATE, DELETE, UPDATE, record as cdc_record
 from testkit.conduit_records import connector_config
 from testkit.iceberg_read import assert_catalog_in_step, catalog_reader
 
@@ -52,20 +50,6 @@ def test_airbyte_dedup_and_overwrite_keep_iceberg_and_the_catalog_in_step(tmp_pa
     assert {r["v"] for r in catalog_reader(NAME, db).load_table(("airbyte", "snap")).scan().to_arrow().to_pylist()} \
         == {"new"}
     assert entries(db) == [("airbyte", "d"), ("airbyte", "snap")]        # no entry of a staging table
-
-
-@pytest.fixture
-def plugin(tmp_path, door_process):
-    started = []
-
-    def start(**kw):
-        p = PluginProcess(tmp_path / f"plugin{len(started)}.log", **kw)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        p.close()
 
 
 def test_conduit_batches_keep_iceberg_and_the_catalog_in_step(plugin, tmp_path):
