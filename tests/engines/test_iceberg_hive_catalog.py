@@ -11,7 +11,6 @@ Each metastore entry is also read with a Thrift client of the test's own (`hms`)
 module under test."""
 from __future__ import annotations
 
-import datetime as dt
 import os
 import socket
 import threading
@@ -39,11 +38,9 @@ from delta_destination.core.iceberg import catalogs
 from delta_destination.core.iceberg.hive_catalog import HiveIcebergCatalog, NotAnIcebergEntry
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
 from testkit.delta_read import read_delta_table
-from testkit.fivetran_requests import col, table
 from testkit.iceberg_read import as_iceberg_types, iceberg_table, key_of, logical_type
-from testkit.iceberg_requests import migrate, on, write
+from testkit.iceberg_requests import migrate, on, rows, small, write, write_past_an_unusable_catalog
 
-UTC = dt.timezone.utc
 
 
 @contextmanager
@@ -174,12 +171,7 @@ def test_a_table_of_that_name_that_is_not_iceberg_is_left_alone(hive_metastore, 
     assert [c.name for c in got.sd.cols] == ["col"]
 
 
-SMALL = table("items", col("id", "LONG", pk=True), col("name", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
-SMALL2 = table("items2", col("id", "LONG", pk=True), col("name", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
-
-
-def rows(ids, name: str) -> list[dict]:
-    return [{"id": i, "name": name, "_fivetran_synced": dt.datetime(2024, 1, 1, tzinfo=UTC)} for i in ids]
+SMALL, SMALL2 = small("items"), small("items2")
 
 
 def assert_catalog_read_equals_delta(uri: str, db: str, name: str, path: str) -> None:
@@ -274,13 +266,9 @@ def test_the_server_leaves_a_hive_table_of_that_name_alone_and_survives_a_metast
         sock.bind(("127.0.0.1", 0))
         down = {"iceberg_catalog_uri": f"thrift://127.0.0.1:{sock.getsockname()[1]}"}
     assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=SMALL2), down)).success
-    write(stub, s, SMALL2, tmp_path, replace=rows(range(1, 6), "secret-value"), config=down)
-    path = f"{server.warehouse}/{s}/items2"
-    assert read_delta_table(path).num_rows == 5
-    log = server.log_text()
-    assert f"{s}.items2: Iceberg catalog entry not moved to the newest metadata (HiveCatalogUnavailable)" in log, \
-        log[-2000:]
-    assert "secret-value" not in log
+    path = write_past_an_unusable_catalog(stub, server, s, SMALL2, tmp_path, down, hidden="secret-value")
+    assert f"{s}.items2: Iceberg catalog entry not moved to the newest metadata (HiveCatalogUnavailable)" in \
+        server.log_text()
     write(stub, s, SMALL2, tmp_path, replace=rows(range(6, 8), "c"), config=cfg)   # the metastore back: registered
     assert_catalog_read_equals_delta(hive_metastore.uri, db, "items2", path)
 

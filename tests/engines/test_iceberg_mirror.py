@@ -17,7 +17,7 @@ from delta_destination.doors.fivetran._proto import common_pb2, destination_sdk_
 from testkit.delta_read import delta_version, read_delta_table
 from testkit.fivetran_requests import batch_file, col, table, ts, write_request
 from testkit.iceberg_read import assert_every_snapshot_matches, assert_in_step, iceberg_table, mirrored_version
-from testkit.iceberg_requests import migrate, on, write
+from testkit.iceberg_requests import migrate, on, rows, small, write
 
 UTC = dt.timezone.utc
 T = table("orders", col("id", "LONG", pk=True), col("qty", "SHORT"), col("n", "INT"), col("name", "STRING"),
@@ -38,13 +38,9 @@ def row(i, **over):
 
 def small_table(stub, server, schema: str, name: str):
     """A created three-column table with Iceberg on, and its path."""
-    small = table(name, col("id", "LONG", pk=True), col("name", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
-    assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=schema, table=small))).success
-    return small, f"{server.warehouse}/{schema}/{name}"
-
-
-def rows(ids, name: str) -> list[dict]:
-    return [{"id": i, "name": name, "_fivetran_synced": dt.datetime(2024, 1, 1, tzinfo=UTC)} for i in ids]
+    t = small(name)
+    assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=schema, table=t))).success
+    return t, f"{server.warehouse}/{schema}/{name}"
 
 
 def test_every_request_kind_mirrors_one_snapshot_per_delta_version(stub, server, unique_schema, tmp_path):

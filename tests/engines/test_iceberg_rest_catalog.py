@@ -8,7 +8,6 @@ a drop, never fails a request when the server cannot be reached, and the server 
 metadata file of its own into the table's folder. Missing jars fail the module (`make iceberg-rest-jars`)."""
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 
@@ -21,15 +20,13 @@ from pyiceberg.exceptions import NoSuchTableError
 from delta_destination.core.iceberg.catalogs import AHEAD, publish
 from delta_destination.core.iceberg.rest_catalog import RestIcebergCatalog
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
-from testkit.delta_read import delta_version, read_delta_table
-from testkit.fivetran_requests import col, table
+from testkit.delta_read import delta_version
 from testkit.iceberg_read import assert_catalog_in_step, newest_metadata
-from testkit.iceberg_requests import migrate, on, write
+from testkit.iceberg_requests import migrate, on, rows, small, write, write_past_an_unusable_catalog
 from tools.emulator import free_port
 from tools.iceberg_rest_server import IcebergRestServer
 
-UTC = dt.timezone.utc
-SMALL = table("orders", col("id", "LONG", pk=True), col("name", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
+SMALL = small("orders")
 MIRROR_FILE = re.compile(r"^v\d+\.metadata\.json$")
 
 
@@ -37,10 +34,6 @@ MIRROR_FILE = re.compile(r"^v\d+\.metadata\.json$")
 def iceberg_rest_server():
     with IcebergRestServer() as rest:
         yield rest
-
-
-def rows(ids, name: str) -> list[dict]:
-    return [{"id": i, "name": name, "_fivetran_synced": dt.datetime(2024, 1, 1, tzinfo=UTC)} for i in ids]
 
 
 def catalog_config(rest) -> dict:
@@ -144,13 +137,7 @@ def test_an_unreachable_catalog_never_fails_a_request_and_the_next_commit_regist
     s, rest = unique_schema, iceberg_rest_server
     broken = {"iceberg_catalog_uri": f"http://127.0.0.1:{free_port()}/nothing-here"}
     assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=SMALL), broken)).success
-    path = f"{server.warehouse}/{s}/orders"
-    write(stub, s, SMALL, tmp_path, replace=rows(range(1, 6), "secret-value"), config=broken)
-    assert read_delta_table(path).num_rows == 5
-    assert newest_metadata(path).endswith(f"v{delta_version(path) + 1}.metadata.json")   # the mirror ran
-    log = server.log_text()
-    assert f"{s}.orders: Iceberg catalog entry not moved to the newest metadata (" in log, log[-2000:]
-    assert "secret-value" not in log and "nothing-here" not in log
+    path = write_past_an_unusable_catalog(stub, server, s, SMALL, tmp_path, broken, hidden="nothing-here")
     write(stub, s, SMALL, tmp_path, replace=rows(range(6, 8), "c"), config=catalog_config(rest))
     assert assert_catalog_reads_delta(rest, s, "orders", path) == delta_version(path)
 

@@ -7,7 +7,6 @@ made for a table that had none, never fails a request when the catalog is unusab
 name that is another table's alone."""
 from __future__ import annotations
 
-import datetime as dt
 import os
 import sqlite3
 
@@ -17,18 +16,12 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 
 from delta_destination.doors.fivetran._proto import destination_sdk_pb2 as pb
-from testkit.delta_read import delta_version, read_delta_table
-from testkit.fivetran_requests import col, table
+from testkit.delta_read import delta_version
 from testkit.iceberg_read import assert_catalog_in_step, catalog_reader, newest_metadata
-from testkit.iceberg_requests import migrate, on, write
+from testkit.iceberg_requests import migrate, on, rows, small, write, write_past_an_unusable_catalog
 
-UTC = dt.timezone.utc
 NAME = "lake"
-SMALL = table("orders", col("id", "LONG", pk=True), col("name", "STRING"), col("_fivetran_synced", "UTC_DATETIME"))
-
-
-def rows(ids, name: str) -> list[dict]:
-    return [{"id": i, "name": name, "_fivetran_synced": dt.datetime(2024, 1, 1, tzinfo=UTC)} for i in ids]
+SMALL = small("orders")
 
 
 def catalog_config(db) -> dict:
@@ -97,14 +90,8 @@ def test_an_unusable_catalog_never_fails_a_request_and_the_next_commit_registers
     counted, the request, its Delta commit and the metadata folder stand."""
     s, db = unique_schema, tmp_path / "catalog.db"
     assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=SMALL))).success
-    path = f"{server.warehouse}/{s}/orders"
     broken = {"iceberg_catalog_uri": f"sqlite:///{tmp_path}/no/such/folder/c.db", "iceberg_catalog_name": NAME}
-    write(stub, s, SMALL, tmp_path, replace=rows(range(1, 6), "secret-value"), config=broken)
-    assert read_delta_table(path).num_rows == 5
-    assert newest_metadata(path).endswith(f"v{delta_version(path) + 1}.metadata.json")   # the mirror ran
-    log = server.log_text()
-    assert f"{s}.orders: Iceberg catalog entry not moved to the newest metadata (" in log, log[-2000:]
-    assert "secret-value" not in log and "no/such/folder" not in log
+    path = write_past_an_unusable_catalog(stub, server, s, SMALL, tmp_path, broken, hidden="no/such/folder")
     write(stub, s, SMALL, tmp_path, replace=rows(range(6, 8), "c"), config=catalog_config(db))
     assert assert_catalog_reads_delta(db, s, "orders", path) == delta_version(path)
 
@@ -115,8 +102,7 @@ def test_a_name_that_is_another_tables_is_left_alone(stub, server, unique_schema
     s, db = unique_schema, tmp_path / "catalog.db"
     cfg = catalog_config(db)
     other = f"{server.warehouse}/{s}/other"
-    other_t = table("other", col("id", "LONG", pk=True), col("name", "STRING"),
-                    col("_fivetran_synced", "UTC_DATETIME"))
+    other_t = small("other")
     assert stub.CreateTable(on(pb.CreateTableRequest(schema_name=s, table=other_t), cfg)).success
     foreign = newest_metadata(other)
     with sqlite3.connect(db) as c:   # `orders` named in the catalog as the `other` table's metadata
