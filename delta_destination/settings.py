@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
+from urllib.parse import urlsplit
 
 from .errors import InvalidRequest
 from .fields import BOOL, CHOICE, CONNECTION, NUMBER, PROCESS, RUNTIME, Field
@@ -64,7 +65,6 @@ def same_metastore(a: str, b: str) -> bool:
     >>> same_metastore("thrift://HMS:9083", "thrift://hms:9083/"), same_metastore("thrift://a:9083", "thrift://b:9083")
     (True, False)
     """
-    from urllib.parse import urlsplit
     def spot(uri: str) -> tuple:
         u = urlsplit(uri)
         return (u.hostname or "").lower(), u.port or 9083
